@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dlcheck needs to build, test and benchmark.
+# Idempotent: apt-get skips what is already installed. The CUDA toolkit
+# (nvcc, cuBLAS, cuDNN, NCCL) is not a Debian package here; it is used when
+# nvcc is on PATH and skipped otherwise.
+set -euo pipefail
+
+packages=(
+  build-essential cmake clang pkg-config
+  libhdf5-dev hdf5-tools        # traces, goldens, fixtures
+  libcmocka-dev gcovr valgrind  # tests and coverage
+  libfyaml-dev                  # scenario files
+  libopenmpi-dev openmpi-bin    # multi-process data parallel
+  libxml2-utils                 # xmllint for the JUnit schema check
+  python3-torch python3-h5py python3-numpy python3-sklearn  # reference fixtures
+  dataset-fashion-mnist         # fixture source
+  libopenblas-dev libopenblas0-pthread  # benchmark peer
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "deps: all ${#packages[@]} packages present"

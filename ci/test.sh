@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite: warning-free release build and tests, ASan+UBSan
+# build and tests, coverage build with gcovr line coverage of engine/ and
+# checks/, and the cross-compiler bitwise check. Exits non-zero on any failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+step() { printf '\n== %s ==\n' "$*"; }
+
+step "release build (gcc, -Werror)"
+cmake --preset release >/dev/null
+cmake --build build/release -j"$jobs"
+ctest --preset release -j"$jobs"
+
+step "ASan + UBSan build"
+cmake --preset asan >/dev/null
+cmake --build build/asan -j"$jobs"
+ctest --preset asan -j"$jobs"
+
+step "coverage build"
+cmake --preset coverage >/dev/null
+cmake --build build/coverage -j"$jobs"
+find build/coverage -name '*.gcda' -delete
+ctest --preset coverage -j"$jobs"
+gcovr --root . --filter 'engine/' --filter 'checks/' --exclude 'engine/cuda/' \
+      --object-directory build/coverage --print-summary --fail-under-line 85 \
+      build/coverage | tail -4
+
+if [ -x ci/determinism.sh ]; then
+  step "bitwise across compilers and optimisation levels"
+  ci/determinism.sh
+fi

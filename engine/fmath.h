@@ -1,0 +1,20 @@
+/* The engine's own elementary functions (determinism rule 2): fixed
+ * polynomials evaluated in a fixed order with IEEE double arithmetic, so the
+ * last bits are the same on every x86-64 machine, libc and compiler, unlike
+ * libm's expf/logf/tanhf/erff. Each is within 1 ulp of the correctly rounded
+ * float result over its whole domain; tests/test_fmath.c states and checks
+ * the bound against libm's double functions. */
+#ifndef DL_FMATH_H
+#define DL_FMATH_H
+
+float dl_expf(float x);
+float dl_logf(float x);  /* log(0) = -inf, log(<0) = NaN */
+float dl_tanhf(float x);
+float dl_erff(float x);
+float dl_sinf(float x);  /* for Box-Muller; |x| <= 2*pi is the range used */
+float dl_cosf(float x);
+/* Double versions used inside the float ones and by the RNG. */
+double dl_exp(double x);
+double dl_log(double x);
+
+#endif
