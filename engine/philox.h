@@ -19,8 +19,16 @@ typedef struct dl_stream {
   uint64_t id;       /* hash of purpose and indices: counter words 2..3 */
 } dl_stream;
 
-/* Stream for (seed, purpose, idx[0..nidx-1]); purpose is hashed with its
- * indices (64-bit, fixed algorithm), never with a thread or rank id. */
+/* Stream for (seed, purpose, idx[0..nidx-1]); never keyed by a thread or
+ * rank id. Exact algorithm (fixtures/pytorch reimplements it in numpy):
+ *   id = 0xcbf29ce484222325; for each byte c of purpose:
+ *        id = (id ^ c) * 0x100000001b3            (FNV-1a 64)
+ *   for each idx[i]: id = splitmix64(id ^ idx[i]) where splitmix64(z):
+ *        z += 0x9e3779b97f4a7c15; z = (z ^ z>>30) * 0xbf58476d1ce4e5b9;
+ *        z = (z ^ z>>27) * 0x94d049bb133111eb; return z ^ z>>31
+ *   key = {seed & 0xffffffff, seed >> 32}
+ *   word w of the stream: block b = w / 4, ctr = {b & 0xffffffff, b >> 32,
+ *        id & 0xffffffff, id >> 32}, value = philox(ctr, key)[w % 4] */
 dl_stream dl_stream_make(uint64_t seed, const char *purpose, const uint64_t *idx, int nidx);
 
 /* Raw 32-bit words index..index+n-1 of the stream (counter words 0..1 hold

@@ -16,13 +16,18 @@ dl_status dl_fail(dl_status s, const char *fmt, ...) {
 }
 
 dl_status dl_fail_context(dl_status s, const char *fmt, ...) {
-  char prefix[512], old[DL_MSG_MAX];
+  char prefix[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
-  memcpy(old, dl_msg, sizeof old);
-  snprintf(dl_msg, sizeof dl_msg, "%s%s", prefix, old);
+  /* Keep the prefix whole; the callee's message loses its tail if both do
+   * not fit (messages are for people: 2 KiB is plenty). */
+  size_t plen = strlen(prefix), olen = strlen(dl_msg);
+  if (plen + olen > DL_MSG_MAX - 1) olen = DL_MSG_MAX - 1 - plen;
+  memmove(dl_msg + plen, dl_msg, olen);
+  memcpy(dl_msg, prefix, plen);
+  dl_msg[plen + olen] = '\0';
   return s;
 }
 

@@ -1,0 +1,22 @@
+/* The runner: executes one run configuration on the engine and records its
+ * trace. Data-parallel runs start one thread per rank over the in-process
+ * communicator; rank 0 records the trace. */
+#ifndef DLC_RUNNER_H
+#define DLC_RUNNER_H
+
+#include "config.h"
+#include "trace.h"
+
+typedef struct dlc_run_options {
+  const char *root;      /* fixture and init_weights paths are relative to it */
+  const char *scenario;  /* name recorded in the trace */
+  const char *workdir;   /* existing directory for checkpoints */
+  /* Called by rank 0 after each optimizer step; may be NULL. */
+  void (*progress)(void *user, const char *run, int64_t step, int64_t steps);
+  void *user;
+} dlc_run_options;
+
+/* out must be empty; on failure it is freed and the message names the run. */
+dl_status dlc_run(const dlc_run_config *cfg, const dlc_run_options *opt, dlc_trace *out);
+
+#endif

@@ -1,0 +1,166 @@
+/* Elementwise activations: ReLU, GELU (erf and tanh forms), Tanh, with the
+ * formulas and operation order of PyTorch's CPU kernels, using the
+ * engine's own erf/tanh/exp (fmath.h) for bitwise-portable results.
+ *
+ * Under autocast these run in the half dtype of their input, so their
+ * outputs are rounded to it. */
+#include "cpu/kinds.h"
+
+#include "fmath.h"
+#include "half.h"
+#include "threads.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Constants of PyTorch's GELU kernels, rounded to float as they use them. */
+static const float kSqrt1_2 = 0.70710678118654752440f;       /* 1/sqrt(2) */
+static const float kInvSqrt2Pi = 0.39894228040143267794f;    /* 1/sqrt(2*pi) */
+static const float kSqrt2OverPi = 0.79788456080286535588f;   /* sqrt(2/pi) */
+static const float kKappa = 0.044715f;
+
+enum { ACT_GRAIN = 4096 };
+
+/* ---- the functions and their derivatives ---- */
+
+/* x < 0 ? 0 : x keeps -0 and NaN as they are, like torch.relu. */
+static float relu_f(float x) { return x < 0.0f ? 0.0f : x; }
+/* Gradient from the output, 0 at x == 0, like threshold_backward(dy, y, 0). */
+static float relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
+
+static float gelu_erf_f(float x) {
+  return x * 0.5f * (1.0f + dl_erff(x * kSqrt1_2));
+}
+/* d/dx [x * Phi(x)] = Phi(x) + x * phi(x) */
+static float gelu_erf_grad(float dy, float x) {
+  float cdf = 0.5f * (1.0f + dl_erff(x * kSqrt1_2));
+  float pdf = kInvSqrt2Pi * dl_expf(x * x * -0.5f);
+  return dy * (cdf + x * pdf);
+}
+
+static float gelu_tanh_f(float x) {
+  float inner = kSqrt2OverPi * (x + kKappa * (x * x * x));
+  return 0.5f * x * (1.0f + dl_tanhf(inner));
+}
+static float gelu_tanh_grad(float dy, float x) {
+  float x_sq = x * x;
+  float inner = kSqrt2OverPi * (x + kKappa * (x_sq * x));
+  float t = dl_tanhf(inner);
+  float left = 0.5f * x, right = 1.0f + t;
+  float left_derivative = 0.5f * right;
+  float right_derivative =
+      left * (1.0f - t * t) * (kSqrt2OverPi * (1.0f + 3.0f * kKappa * x_sq));
+  return dy * (left_derivative + right_derivative);
+}
+
+static float tanh_f(float x) { return dl_tanhf(x); }
+/* From the output: 1 - tanh^2, like tanh_backward(dy, y). */
+static float tanh_grad(float dy, float y) { return dy * (1.0f - y * y); }
+
+/* ---- elementwise jobs ---- */
+
+typedef struct act_job {
+  float (*f)(float);
+  float (*grad)(float dy, float saved); /* saved: x or y, as the kind needs */
+  const float *in, *dy;
+  float *out;
+} act_job;
+
+static void act_forward_range(void *p, int64_t begin, int64_t end) {
+  const act_job *j = p;
+  for (int64_t i = begin; i < end; i++) j->out[i] = j->f(j->in[i]);
+}
+
+static void act_backward_range(void *p, int64_t begin, int64_t end) {
+  const act_job *j = p;
+  for (int64_t i = begin; i < end; i++) j->out[i] = j->grad(j->dy[i], j->in[i]);
+}
+
+/* "layer 3 (gelu)", or "gelu layer" standing alone: as layer.c names layers. */
+static const char *act_label(const dl_layer *l, char *buf, size_t len) {
+  const char *kind = dl_layer_kind_name(l->desc.kind);
+  size_t n = strlen(l->prefix);
+  if (n && l->prefix[n - 1] == '.') n--;
+  if (n)
+    snprintf(buf, len, "layer %.*s (%s)", (int)n, l->prefix, kind);
+  else
+    snprintf(buf, len, "%s layer", kind);
+  return buf;
+}
+
+static dl_status act_check(const dl_layer *l, const dl_tensor *t, const char *what) {
+  char name[128], shape[96];
+  if (t->dtype != DL_F32)
+    return dl_fail(DL_ERR_INVALID, "%s: %s is %s; expected float32",
+                   act_label(l, name, sizeof name), what,
+                   dl_tensor_describe(t, shape, sizeof shape));
+  return DL_OK;
+}
+
+static dl_status act_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
+                             dl_tensor *y, float (*f)(float)) {
+  char name[128];
+  DL_TRY(act_check(l, x, "input"));
+  dl_status s = dl_tensor_alloc(y, DL_F32, x->ndim, x->shape, "activation output");
+  if (s != DL_OK) return dl_fail_context(s, "%s: ", act_label(l, name, sizeof name));
+  act_job job = {.f = f, .in = dl_f32(x), .out = dl_f32(y)};
+  dl_parallel_for(x->numel, ACT_GRAIN, act_forward_range, &job);
+  dl_round_inplace(dl_f32(y), y->numel, (int)ctx->autocast);
+  return DL_OK;
+}
+
+/* `saved` is the forward input or output, whichever grad() takes. */
+static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tensor *dy,
+                              dl_tensor *dx, float (*grad)(float, float)) {
+  char name[128];
+  DL_TRY(act_check(l, saved, "saved activation"));
+  DL_TRY(act_check(l, dy, "output gradient"));
+  if (!dl_tensor_same_shape(saved, dy))
+    return dl_fail(DL_ERR_INVALID, "%s: output gradient and activation differ in shape",
+                   act_label(l, name, sizeof name));
+  if (!dx) return DL_OK;
+  dl_status s = dl_tensor_alloc(dx, DL_F32, dy->ndim, dy->shape, "activation input gradient");
+  if (s != DL_OK) return dl_fail_context(s, "%s: ", act_label(l, name, sizeof name));
+  act_job job = {.grad = grad, .in = dl_f32(saved), .dy = dl_f32(dy), .out = dl_f32(dx)};
+  dl_parallel_for(dy->numel, ACT_GRAIN, act_backward_range, &job);
+  return DL_OK;
+}
+
+/* ---- the ops tables: forward and backward side by side ---- */
+
+static dl_status relu_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
+                              dl_tensor *y) {
+  return act_forward(l, ctx, x, y, relu_f);
+}
+static dl_status relu_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
+                               const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
+  (void)ctx;
+  (void)x;
+  return act_backward(l, y, dy, dx, relu_grad);
+}
+
+static dl_status gelu_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
+                              dl_tensor *y) {
+  return act_forward(l, ctx, x, y, l->desc.gelu_tanh ? gelu_tanh_f : gelu_erf_f);
+}
+static dl_status gelu_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
+                               const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
+  (void)ctx;
+  (void)y;
+  return act_backward(l, x, dy, dx, l->desc.gelu_tanh ? gelu_tanh_grad : gelu_erf_grad);
+}
+
+static dl_status tanh_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
+                              dl_tensor *y) {
+  return act_forward(l, ctx, x, y, tanh_f);
+}
+static dl_status tanh_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
+                               const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
+  (void)ctx;
+  (void)x;
+  return act_backward(l, y, dy, dx, tanh_grad);
+}
+
+const dl_layer_ops dl_relu_ops = {relu_forward, relu_backward};
+const dl_layer_ops dl_gelu_ops = {gelu_forward, gelu_backward};
+const dl_layer_ops dl_tanh_ops = {tanh_forward, tanh_backward};

@@ -1,0 +1,61 @@
+/* Inside dl_sgemm: the per-ISA pieces (micro-kernel and panel packing) the
+ * blocked driver in gemm.c calls, and test hooks that pick the ISA.
+ *
+ * Packed layouts. A block of op(A) (m rows, kc columns) is packed into
+ * ceil(m / mr) panels; panel p holds op(A)[p*mr + i][k] at p*mr*kc + k*mr + i,
+ * rows past m zero. A block of op(B) (kc rows, n columns) is packed into
+ * ceil(n / nr) panels; panel q holds op(B)[k][q*nr + j] at q*nr*kc + k*nr + j,
+ * columns past n zero. Packed buffers are 64-byte aligned.
+ *
+ * The kernel computes one mr x nr tile of C over kc: each accumulator starts
+ * from C (load_c) or +0 and takes one fused multiply-add per k in increasing
+ * k, then is stored to C. That per-element order is gemm.h's contract. */
+#ifndef DL_CPU_GEMM_INTERNAL_H
+#define DL_CPU_GEMM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* `a` points at op(A)[0][0] of the block: A + i0*lda + k0, or A + k0*lda + i0
+ * when trans; likewise `b` at op(B)[0][0]. */
+typedef void (*dl_gemm_pack_a_fn)(bool trans, const float *a, int64_t lda,
+                                  int64_t m, int64_t kc, float *out);
+typedef void (*dl_gemm_pack_b_fn)(bool trans, const float *b, int64_t ldb,
+                                  int64_t n, int64_t kc, float *out);
+typedef void (*dl_gemm_kernel_fn)(int64_t kc, const float *ap, const float *bp,
+                                  float *c, int64_t ldc, bool load_c);
+
+typedef struct dl_gemm_isa {
+  const char *name;
+  int mr, nr;
+  dl_gemm_kernel_fn kernel;
+  dl_gemm_pack_a_fn pack_a;
+  dl_gemm_pack_b_fn pack_b;
+} dl_gemm_isa;
+
+typedef enum dl_gemm_isa_id {
+  DL_GEMM_AUTO = 0, /* the best this CPU supports */
+  DL_GEMM_PORTABLE, /* C with fmaf: any CPU */
+  DL_GEMM_AVX2,     /* AVX2 + FMA */
+  DL_GEMM_AVX512    /* AVX-512F */
+} dl_gemm_isa_id;
+
+/* Each returns NULL when this CPU (or this compiler) cannot run it. */
+const dl_gemm_isa *dl_gemm_isa_portable(void);
+const dl_gemm_isa *dl_gemm_isa_avx2(void);
+const dl_gemm_isa *dl_gemm_isa_avx512(void);
+
+/* Portable packing, also used by the SIMD ISAs for ragged edges. */
+void dl_gemm_pack_a_generic(int mr, bool trans, const float *a, int64_t lda,
+                            int64_t m, int64_t kc, float *out);
+void dl_gemm_pack_b_generic(int nr, bool trans, const float *b, int64_t ldb,
+                            int64_t n, int64_t kc, float *out);
+
+/* Tests and benchmarks: make dl_sgemm use `isa` from now on (process-wide;
+ * not while other threads are in dl_sgemm). Returns false, changing
+ * nothing, if this CPU cannot run it. */
+bool dl_gemm_force_isa(dl_gemm_isa_id isa);
+/* "avx512", "avx2" or "portable": the ISA dl_sgemm uses now. */
+const char *dl_gemm_isa_name(void);
+
+#endif

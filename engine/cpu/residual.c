@@ -1,0 +1,45 @@
+/* Residual block: y = x + body(x), dx = dy + body's dx. The body is a
+ * sequence (layer.c builds it) that keeps its own activations. Under
+ * autocast the sum is rounded to half, like the outputs of the other
+ * layers. */
+#include "kinds.h"
+
+#include "half.h"
+#include "seq.h"
+
+static dl_status residual_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
+                                  dl_tensor *y) {
+  const dl_tensor *fx;
+  DL_TRY(dl_seq_forward(l->body, ctx, x, &fx));
+  if (fx->dtype != DL_F32 || x->dtype != DL_F32 || !dl_tensor_same_shape(fx, x)) {
+    char a[96], b[96];
+    dl_fail(DL_ERR_INVALID, "body output %s does not match the block input %s",
+            dl_tensor_describe(fx, a, sizeof a), dl_tensor_describe(x, b, sizeof b));
+    dl_seq_release(l->body);
+    return DL_ERR_INVALID;
+  }
+  dl_status s = dl_tensor_alloc(y, DL_F32, x->ndim, x->shape, "residual output");
+  if (s != DL_OK) {
+    dl_seq_release(l->body);
+    return s;
+  }
+  const float *xp = dl_f32(x), *fp = dl_f32(fx);
+  float *yp = dl_f32(y);
+  for (int64_t i = 0; i < y->numel; i++) yp[i] = xp[i] + fp[i];
+  dl_round_inplace(yp, y->numel, (int)ctx->autocast);
+  return DL_OK;
+}
+
+static dl_status residual_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
+                                   const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
+  (void)x, (void)y;
+  DL_TRY(dl_seq_backward(l->body, ctx, dy, dx));
+  if (!dx) return DL_OK;
+  float *dxp = dl_f32(dx);
+  const float *dyp = dl_f32(dy);
+  for (int64_t i = 0; i < dx->numel; i++) dxp[i] += dyp[i];
+  dl_round_inplace(dxp, dx->numel, (int)ctx->autocast);
+  return DL_OK;
+}
+
+const dl_layer_ops dl_residual_ops = {residual_forward, residual_backward};

@@ -1,0 +1,348 @@
+/* The engine's own elementary functions (see fmath.h). Everything is plain
+ * IEEE double arithmetic in an order fixed by the code: no libm call, no
+ * table lookup that depends on the machine, so the bits are the same with
+ * every libc and compiler (the build uses -ffp-contract=off).
+ *
+ * dl_exp and dl_log are fdlibm's algorithms and coefficients (Sun
+ * Microsystems, freely usable), accurate to < 1 ulp in double. The float
+ * functions evaluate in double with a relative error far below 2^-30 and
+ * round once, so they are within 1 ulp of the correctly rounded result (and
+ * almost always equal to it). The erf and tanh polynomials are least-error
+ * Chebyshev fits made with mpmath.chebyfit; each table states its range and
+ * its measured error. sin and cos use Taylor coefficients 1/n!. */
+#include "fmath.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static uint64_t bits_of(double x) {
+  uint64_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+static double double_of(uint64_t u) {
+  double x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* 2^k for -1022 <= k <= 1023, built from its bits. */
+static double pow2i(int k) { return double_of((uint64_t)(k + 1023) << 52); }
+
+/* c[0] + t*(c[1] + t*(c[2] + ...)), always in this order. */
+static double horner(const double *c, int n, double t) {
+  double acc = c[n - 1];
+  for (int i = n - 2; i >= 0; i--) acc = acc * t + c[i];
+  return acc;
+}
+
+/* ---- exp ---------------------------------------------------------------- */
+
+static const double EXP_OVERFLOW = 7.09782712893383973096e+02;   /* ln(DBL_MAX) */
+static const double EXP_UNDERFLOW = -7.45133219101941108420e+02; /* ln(2^-1075) */
+static const double LN2_HI = 6.93147180369123816490e-01; /* 32 bits: k*LN2_HI exact */
+static const double LN2_LO = 1.90821492927058770002e-10;
+static const double INV_LN2 = 1.44269504088896338700e+00;
+/* Remez fit of r*(exp(r)+1)/(exp(r)-1) = 2 + P1 r^2 + ... on |r| <= ln2/2. */
+static const double EXP_P[5] = {
+    1.66666666666666019037e-01, -2.77777777770155933842e-03,
+    6.61375632143793436117e-05, -1.65339022054652515390e-06,
+    4.13813679705723846039e-08,
+};
+
+double dl_exp(double x) {
+  if (x != x) return x + x;
+  if (x > EXP_OVERFLOW) return INFINITY;
+  if (x < EXP_UNDERFLOW) return 0.0;
+  double ax = fabs(x);
+  if (ax < 0x1p-28) return 1.0 + x; /* exp(x) - 1 - x < 2^-57 */
+  /* x = k ln2 + r with |r| <= ln2/2, r carried as hi - lo. */
+  int k = 0;
+  double hi = x, lo = 0.0;
+  if (ax > 0.5 * 6.93147180559945286227e-01) {
+    k = (int)(INV_LN2 * x + (x < 0 ? -0.5 : 0.5));
+    double kd = (double)k;
+    hi = x - kd * LN2_HI;
+    lo = kd * LN2_LO;
+  }
+  double r = hi - lo;
+  double t = r * r;
+  double c = r - t * horner(EXP_P, 5, t);
+  if (k == 0) return 1.0 - ((r * c) / (c - 2.0) - r);
+  double y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi);
+  /* y * 2^k without overflowing or flushing the scale factor itself. */
+  if (k > 1023) return y * 2.0 * pow2i(k - 1);
+  if (k >= -1021) return y * pow2i(k);
+  return y * pow2i(k + 1000) * 0x1p-1000;
+}
+
+/* ---- log ---------------------------------------------------------------- */
+
+/* Remez fit of (log(1+f) - log(1-f))/(2f) - 1 in s^2 terms, |s| <= 0.1716. */
+static const double LOG_LG[7] = {
+    6.666666666666735130e-01, 3.999999999940941908e-01,
+    2.857142874366239149e-01, 2.222219843214978396e-01,
+    1.818357216161805012e-01, 1.531383769920937332e-01,
+    1.479819860511658591e-01,
+};
+
+double dl_log(double x) {
+  uint64_t u = bits_of(x);
+  int32_t hx = (int32_t)(u >> 32);
+  int k = 0;
+  if (hx < 0x00100000) { /* zero, negative, or subnormal */
+    if ((u & 0x7fffffffffffffffULL) == 0) return -INFINITY;
+    if (hx < 0) return NAN;
+    k = -54;
+    x *= 0x1p54;
+    hx = (int32_t)(bits_of(x) >> 32);
+  }
+  if (hx >= 0x7ff00000) return x + x; /* +inf or NaN */
+  k += (hx >> 20) - 1023;
+  hx &= 0x000fffff;
+  /* Normalize the mantissa into [sqrt(2)/2, sqrt(2)) so that |f| is small. */
+  int32_t i = (hx + 0x95f64) & 0x100000;
+  x = double_of(((uint64_t)(uint32_t)(hx | (i ^ 0x3ff00000)) << 32) |
+                (bits_of(x) & 0xffffffffULL));
+  k += i >> 20;
+  double f = x - 1.0;
+  double dk = (double)k;
+  if ((0x000fffff & (2 + hx)) < 3) { /* |f| < 2^-20: short series */
+    if (f == 0.0) return k == 0 ? 0.0 : dk * LN2_HI + dk * LN2_LO;
+    double r = f * f * (0.5 - 0.33333333333333333 * f);
+    if (k == 0) return f - r;
+    return dk * LN2_HI - ((r - dk * LN2_LO) - f);
+  }
+  double s = f / (2.0 + f);
+  double z = s * s;
+  double w = z * z;
+  double t1 = w * (LOG_LG[1] + w * (LOG_LG[3] + w * LOG_LG[5]));
+  double t2 = z * (LOG_LG[0] + w * (LOG_LG[2] + w * (LOG_LG[4] + w * LOG_LG[6])));
+  double r = t2 + t1;
+  if (((hx - 0x6147a) | (0x6b851 - hx)) > 0) { /* f far from 0: f^2/2 split */
+    double hfsq = 0.5 * f * f;
+    if (k == 0) return f - (hfsq - s * (hfsq + r));
+    return dk * LN2_HI - ((hfsq - (s * (hfsq + r) + dk * LN2_LO)) - f);
+  }
+  if (k == 0) return f - s * (f - r);
+  return dk * LN2_HI - ((s * (f - r) - dk * LN2_LO) - f);
+}
+
+float dl_expf(float x) { return (float)dl_exp((double)x); }
+
+float dl_logf(float x) { return (float)dl_log((double)x); }
+
+/* ---- tanh --------------------------------------------------------------- */
+
+/* tanh(x)/x as a polynomial in s = x^2 on [0, 0.3025] (|x| < 0.55), constant
+ * term exactly 1 so that tanh(x) = x for tiny x; max relative error 9.5e-14. */
+static const double TANH_SMALL[9] = {
+    1.0,                    -0.3333333333330133,    0.13333333319778815,
+    -0.05396824451257416,   0.02186923608915792,    -0.00885990445394119,
+    0.0035680076623922107,  -0.0013570987618154516, 0.00036903745235464236,
+};
+
+float dl_tanhf(float x) {
+  double xd = (double)x;
+  double a = fabs(xd);
+  if (x != x) return x;
+  /* tanh(20) = 1 - 8e-18: every float from here on rounds to +-1. */
+  if (a >= 20.0) return x < 0 ? -1.0f : 1.0f;
+  if (a < 0.55) return (float)(xd * horner(TANH_SMALL, 9, xd * xd));
+  /* 1 - 2/(e^2a + 1) >= 0.5 here, so the subtraction loses < 1 bit. */
+  double t = 1.0 - 2.0 / (dl_exp(2.0 * a) + 1.0);
+  return (float)(x < 0 ? -t : t);
+}
+
+/* ---- erf ---------------------------------------------------------------- */
+
+/* erf(x)/x as a polynomial in s = x^2 on [0, 1], constant term 2/sqrt(pi)
+ * rounded; max relative error 8.5e-14. */
+static const double ERF_SMALL[10] = {
+    1.1283791670955126,    -0.3761263890317593,     0.11283791669687995,
+    -0.026866170306326077, 0.005223974129231751,    -0.0008548145722759548,
+    0.00012050027003858794, -1.4833713561284692e-05, 1.5519372851262185e-06,
+    -1.0955538244860366e-07,
+};
+/* erfc(x)*exp(x^2) as a polynomial in x - 1.5 on [1, 2]; max rel error 6.5e-14. */
+static const double ERFC_MID[13] = {
+    0.3215854164543175,     -0.1636229177320682,    0.07615103985533955,
+    -0.03293090535461383,   0.013377340968496385,   -0.005145955789362279,
+    0.0018861343840868743,  -0.0006619541076722324, 0.00022331668411537935,
+    -7.249959244299595e-05, 2.281963339455675e-05,  -7.478518299832634e-06,
+    2.208249202680029e-06,
+};
+/* erfc(x)*exp(x^2) as a polynomial in x - 3 on [2, 4]; max rel error 5.7e-12
+ * (erfc < 0.005 there, so erf's absolute error stays below 3e-14). */
+static const double ERFC_TAIL[13] = {
+    0.17900115118138996,    -0.05437225999492471,   0.015884371157223305,
+    -0.004479431360758006,  0.0012230391264038756,  -0.0003241228166496818,
+    8.35535497633769e-05,   -2.0998745607080147e-05, 5.1484439992365845e-06,
+    -1.2181170790223378e-06, 2.8596657284839875e-07, -7.83067162532776e-08,
+    1.7542217822787558e-08,
+};
+
+float dl_erff(float x) {
+  double xd = (double)x;
+  double a = fabs(xd);
+  if (x != x) return x;
+  if (a < 1.0) return (float)(xd * horner(ERF_SMALL, 10, xd * xd));
+  /* erf rounds to +-1 in float from |x| = 3.9192059 on. */
+  if (a >= 4.0) return x < 0 ? -1.0f : 1.0f;
+  double scaled = a < 2.0 ? horner(ERFC_MID, 13, a - 1.5) : horner(ERFC_TAIL, 13, a - 3.0);
+  double e = 1.0 - dl_exp(-(a * a)) * scaled; /* a*a is exact: a has 24 bits */
+  return (float)(x < 0 ? -e : e);
+}
+
+/* ---- sin, cos ----------------------------------------------------------- */
+
+/* Taylor coefficients (-1)^n/(2n+1)! and (-1)^n/(2n)!, n >= 1; on |r| <= pi/4
+ * the first omitted terms are below 1e-19. */
+static const double SIN_T[8] = {
+    -0.16666666666666666,   0.008333333333333333,  -0.0001984126984126984,
+    2.7557319223985893e-06, -2.505210838544172e-08, 1.6059043836821613e-10,
+    -7.647163731819816e-13, 2.8114572543455206e-15,
+};
+static const double COS_T[9] = {
+    -0.5,                  0.041666666666666664,   -0.001388888888888889,
+    2.48015873015873e-05,  -2.755731922398589e-07, 2.08767569878681e-09,
+    -1.1470745597729725e-11, 4.779477332387385e-14, -1.5619206968586225e-16,
+};
+
+static double sin_kernel(double r) {
+  double z = r * r;
+  return r + r * z * horner(SIN_T, 8, z);
+}
+
+static double cos_kernel(double r) {
+  double z = r * r;
+  return 1.0 + z * horner(COS_T, 9, z);
+}
+
+/* sin or cos of q*pi/2 + r, |r| <= ~pi/4. */
+static double sin_quadrant(unsigned q, double r) {
+  switch (q & 3) {
+  case 0: return sin_kernel(r);
+  case 1: return cos_kernel(r);
+  case 2: return -sin_kernel(r);
+  default: return -cos_kernel(r);
+  }
+}
+
+static double cos_quadrant(unsigned q, double r) { return sin_quadrant(q + 1, r); }
+
+static const double PIO2 = 1.5707963267948966;
+static const double INV_PIO2 = 0.63661977236758134;
+/* pi/2 = PIO2_1 + PIO2_2 + PIO2_3; the first two have 33 bits, so q*PIO2_1
+ * and q*PIO2_2 are exact for q < 2^20. */
+static const double PIO2_1 = 1.5707963267341256;
+static const double PIO2_2 = 6.077100506303966e-11;
+static const double PIO2_3 = 2.0222662487959506e-21;
+
+/* Bits of 2/pi after the binary point, 32 to a word (enough for float's
+ * largest exponent plus a 96-bit window). */
+static const uint32_t TWO_OVER_PI[8] = {
+    0xA2F9836E, 0x4E441529, 0xFC2757D1, 0xF534DDC0,
+    0xDB629599, 0x3C439041, 0xFE5163AB, 0xDEBBC561,
+};
+
+/* Bits start..start+31 of 2/pi (bit 1 is the first after the point; bits at
+ * positions <= 0 are the integer part, zero). */
+static uint32_t two_over_pi_bits(int start) {
+  if (start <= 0) return start > -32 ? two_over_pi_bits(1) >> (1 - start) : 0;
+  int word = (start - 1) / 32, shift = (start - 1) % 32;
+  uint32_t v = TWO_OVER_PI[word] << shift;
+  if (shift) v |= TWO_OVER_PI[word + 1] >> (32 - shift);
+  return v;
+}
+
+/* Payne-Hanek for finite |x| >= 2^19: x*2/pi mod 4 from a 96-bit window of
+ * 2/pi, exact integer arithmetic. Absolute error < 2^-70 quarter turns, so
+ * even the float closest to a multiple of pi/2 keeps ~40 correct bits. */
+static void reduce_large(float ax, unsigned *q, double *r) {
+  uint32_t u;
+  memcpy(&u, &ax, sizeof u);
+  int e = (int)(u >> 23) - 150; /* ax = m * 2^e */
+  uint64_t m = (u & 0x7fffff) | 0x800000;
+  /* Bits of 2/pi before position e-1 weigh multiples of 4: drop them. */
+  int s = e - 1;
+  uint64_t p2 = m * two_over_pi_bits(s + 64);
+  uint64_t p1 = m * two_over_pi_bits(s + 32) + (p2 >> 32);
+  uint64_t p0 = m * two_over_pi_bits(s) + (p1 >> 32);
+  uint32_t w0 = (uint32_t)p0, w1 = (uint32_t)p1, w2 = (uint32_t)p2;
+  /* w0:w1:w2 = x*2/pi mod 4 in units of 2^-94; top 2 bits = quadrant. */
+  unsigned quad = w0 >> 30;
+  uint64_t frac = ((uint64_t)w0 << 34) | ((uint64_t)w1 << 2) | (w2 >> 30);
+  double low = (double)(w2 & 0x3fffffff) * 0x1p-94;
+  double f;
+  if (frac >> 63) { /* fraction >= 1/2: round to the next quadrant */
+    quad++;
+    f = -((double)(~frac + 1) * 0x1p-64) + low;
+  } else {
+    f = (double)frac * 0x1p-64 + low;
+  }
+  *q = quad;
+  *r = f * PIO2;
+}
+
+/* x = q*pi/2 + r with |r| <= ~pi/4 (NaN r for inf/NaN). */
+static void reduce_float(float x, unsigned *q, double *r) {
+  double xd = (double)x;
+  double a = fabs(xd);
+  if (a < 0x1p19) { /* Cody-Waite: exact first two steps, see PIO2_1 */
+    int k = (int)(xd * INV_PIO2 + (xd < 0 ? -0.5 : 0.5));
+    double kd = (double)k;
+    *q = (unsigned)k;
+    *r = ((xd - kd * PIO2_1) - kd * PIO2_2) - kd * PIO2_3;
+    return;
+  }
+  if (!(a <= 3.4028234663852886e+38)) {
+    *q = 0;
+    *r = xd - xd; /* NaN */
+    return;
+  }
+  reduce_large((float)a, q, r);
+  if (x < 0) {
+    *q = 0u - *q;
+    *r = -*r;
+  }
+}
+
+float dl_sinf(float x) {
+  if (x == 0.0f) return x; /* keeps the sign of -0, which the kernel loses */
+  unsigned q;
+  double r;
+  reduce_float(x, &q, &r);
+  return (float)sin_quadrant(q, r);
+}
+
+float dl_cosf(float x) {
+  unsigned q;
+  double r;
+  reduce_float(x, &q, &r);
+  return (float)cos_quadrant(q, r);
+}
+
+/* cos(pi*x) for Box-Muller: the reduction to quarter turns is exact, so the
+ * only roundings are f*pi/2 and the kernel (~2 ulp). Not in fmath.h yet:
+ * philox.c declares it. */
+double dl_cospi(double x);
+
+double dl_cospi(double x) {
+  double a = fabs(x);
+  if (!(a < 0x1p52)) {
+    if (a != a || a == INFINITY) return x - x;
+    /* An integer; odd only below 2^53. */
+    return (a < 0x1p53 && ((uint64_t)a & 1)) ? -1.0 : 1.0;
+  }
+  double y = 2.0 * a; /* quarter turns; cos is even */
+  int64_t k = (int64_t)y;
+  double f = y - (double)k; /* exact, in [0, 1) */
+  if (f > 0.5) {
+    k++;
+    f -= 1.0; /* exact */
+  }
+  return cos_quadrant((unsigned)(k & 3), f * PIO2);
+}

@@ -1,0 +1,270 @@
+/* MaxPool2d, GlobalAvgPool and Flatten (engine/cpu/maxpool2d.c,
+ * globalavgpool.c, flatten.c): gradients against finite differences,
+ * PyTorch's tie, NaN and padding rules, exact answers, AMP rounding and
+ * errors. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "cpu/kinds.h"
+#include "gradcheck.h"
+#include "half.h"
+#include "mem.h"
+
+static dl_layer_desc pool_desc(int k, int stride, int pad) {
+  dl_layer_desc d = dl_layer_default(DL_MAXPOOL2D);
+  d.kernel = k;
+  d.stride = stride;
+  d.padding = pad;
+  return d;
+}
+
+/* A shuffled ladder of values 0.05 apart within [-1, 1] (at most 40 of
+ * them): no two within 2h of each other (h = 2e-2 for |v| <= 1,
+ * gradcheck.h), so no finite difference crosses a tie. */
+static void fill_distinct(dl_tensor *t, uint64_t seed) {
+  assert_true(t->numel <= 40);
+  float *v = dl_f32(t);
+  for (int64_t i = 0; i < t->numel; i++) v[i] = (float)(i - t->numel / 2) * 0.05f;
+  dl_stream s = dl_stream_make(seed, "test/shuffle", NULL, 0);
+  for (int64_t i = t->numel - 1; i > 0; i--) {
+    int64_t j = (int64_t)dl_stream_below(&s, (uint64_t)(2 * i), (uint64_t)i + 1);
+    float tmp = v[i];
+    v[i] = v[j];
+    v[j] = tmp;
+  }
+}
+
+static void maxpool_gradients_match_finite_differences(void **state) {
+  (void)state;
+  const int combos[][3] = {{2, 0, 0}, {3, 2, 1}, {3, 1, 1}, {2, 1, 0}, {3, 3, 0}};
+  for (size_t i = 0; i < sizeof combos / sizeof combos[0]; i++) {
+    dl_tensor x = {0};
+    assert_int_equal(dl_tensor_f32(&x, 4, 2, 1, 4, 5, "x"), DL_OK);
+    fill_distinct(&x, 30 + i);
+    dl_layer_desc d = pool_desc(combos[i][0], combos[i][1], combos[i][2]);
+    double err = gc_layer_max_error(&d, &x, true);
+    /* Piecewise linear with no kink within h: expected error ~1e-5. */
+    if (!(err < 1e-2)) print_error("combo %zu: %s\n", i, gc_last_report);
+    assert_true(err < 1e-2);
+    dl_tensor_free(&x);
+  }
+}
+
+static void forward_backward(const dl_layer_desc *d, const dl_ctx *ctx, const dl_tensor *x,
+                             dl_tensor *y, dl_tensor *dx) {
+  dl_layer l;
+  assert_int_equal(dl_layer_init(&l, d, "", 0, 1), DL_OK);
+  assert_int_equal(l.ops->forward(&l, ctx, x, y), DL_OK);
+  if (dx) {
+    dl_tensor dy = {0};
+    assert_int_equal(dl_tensor_alloc(&dy, DL_F32, y->ndim, y->shape, "dy"), DL_OK);
+    for (int64_t i = 0; i < dy.numel; i++) dl_f32(&dy)[i] = 1.0f + (float)i;
+    assert_int_equal(l.ops->backward(&l, ctx, x, y, &dy, dx), DL_OK);
+    dl_tensor_free(&dy);
+  }
+  dl_layer_destroy(&l);
+}
+
+/* PyTorch's rules: the first maximum in window order wins a tie, padding
+ * never wins (-inf), and NaN propagates. */
+static void maxpool_ties_padding_and_nan(void **state) {
+  (void)state;
+  dl_tensor x = {0}, y = {0}, dx = {0};
+  assert_int_equal(dl_tensor_f32(&x, 4, 1, 1, 2, 4, "x"), DL_OK);
+  const float xv[8] = {5, 1, -3, -2, 5, 5, -1, -4};
+  memcpy(dl_f32(&x), xv, sizeof xv);
+  dl_layer_desc d = pool_desc(2, 0, 0);
+  dl_ctx ctx = gc_ctx();
+  forward_backward(&d, &ctx, &x, &y, &dx);
+  assert_int_equal(y.shape[2], 1);
+  assert_int_equal(y.shape[3], 2);
+  assert_true(dl_f32(&y)[0] == 5.0f && dl_f32(&y)[1] == -1.0f);
+  const float expect_dx[8] = {1, 0, 0, 0, 0, 0, 2, 0}; /* tie: the first 5 */
+  assert_memory_equal(expect_dx, dl_f32(&dx), sizeof expect_dx);
+  dl_tensor_free(&y);
+  dl_tensor_free(&dx);
+
+  d = pool_desc(3, 1, 1); /* all-negative input with padding: max is real */
+  forward_backward(&d, &ctx, &x, &y, NULL);
+  assert_int_equal(y.shape[2], 2);
+  assert_int_equal(y.shape[3], 4);
+  const float expect_y[8] = {5, 5, 5, -1, 5, 5, 5, -1};
+  assert_memory_equal(expect_y, dl_f32(&y), sizeof expect_y);
+  dl_tensor_free(&y);
+
+  dl_f32(&x)[1] = NAN;
+  d = pool_desc(2, 0, 0);
+  forward_backward(&d, &ctx, &x, &y, &dx);
+  assert_true(isnan(dl_f32(&y)[0]));
+  assert_true(dl_f32(&dx)[1] == 1.0f && dl_f32(&dx)[0] == 0.0f);
+  dl_tensor_free(&y);
+  dl_tensor_free(&dx);
+  dl_tensor_free(&x);
+}
+
+/* Overlapping windows sharing one maximum add their gradients there. */
+static void maxpool_overlapping_windows_accumulate(void **state) {
+  (void)state;
+  dl_tensor x = {0}, y = {0}, dx = {0};
+  assert_int_equal(dl_tensor_f32(&x, 4, 1, 1, 3, 3, "x"), DL_OK);
+  dl_f32(&x)[4] = 9.0f; /* the centre is the max of all four 2x2 windows */
+  dl_layer_desc d = pool_desc(2, 1, 0);
+  dl_ctx ctx = gc_ctx();
+  forward_backward(&d, &ctx, &x, &y, &dx);
+  for (int i = 0; i < 4; i++) assert_true(dl_f32(&y)[i] == 9.0f);
+  assert_true(dl_f32(&dx)[4] == 1.0f + 2.0f + 3.0f + 4.0f);
+  dl_tensor_free(&y);
+  dl_tensor_free(&dx);
+  dl_tensor_free(&x);
+}
+
+static void maxpool_errors(void **state) {
+  (void)state;
+  dl_layer l;
+  dl_layer_desc d = pool_desc(2, 0, 2);
+  assert_int_equal(dl_layer_init(&l, &d, "4.", 0, 1), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "layer 4 (maxpool2d): padding 2 exceeds half"));
+  d = pool_desc(2, -1, 0);
+  assert_int_equal(dl_layer_init(&l, &d, "4.", 0, 1), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "stride must be >= 0"));
+  d = pool_desc(3, 0, 0);
+  assert_int_equal(dl_layer_init(&l, &d, "4.", 0, 1), DL_OK);
+  dl_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
+  dl_ctx ctx = gc_ctx();
+  assert_int_equal(dl_tensor_f32(&x, 3, 1, 2, 2, 0, "x"), DL_OK);
+  assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "[N, C, H, W]"));
+  dl_tensor_free(&x);
+  assert_int_equal(dl_tensor_f32(&x, 4, 1, 1, 2, 5, "x"), DL_OK);
+  assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "smaller than kernel 3"));
+  dl_tensor_free(&x);
+  /* No argmax kept without grad: backward must refuse, not guess. */
+  assert_int_equal(dl_tensor_f32(&x, 4, 1, 1, 3, 3, "x"), DL_OK);
+  ctx.grad_enabled = false;
+  assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
+  assert_null(l.saved[0].data);
+  assert_int_equal(dl_tensor_f32(&dy, 4, 1, 1, 1, 1, "dy"), DL_OK);
+  assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &dy, &dx), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "backward without a grad-mode forward"));
+  /* Allocation of the argmax fails: no output left behind. */
+  dl_tensor_free(&y);
+  ctx.grad_enabled = true;
+  const int64_t base = dl_mem_current();
+  dl_mem_fail_after(2);
+  assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_ERR_NOMEM);
+  dl_mem_fail_after(0);
+  assert_null(y.data);
+  assert_int_equal(dl_mem_current(), base);
+  dl_tensor_free(&x);
+  dl_tensor_free(&dy);
+  dl_layer_destroy(&l);
+}
+
+static void pooling_outputs_round_under_autocast(void **state) {
+  (void)state;
+  dl_tensor x = {0}, y = {0}, dx = {0};
+  assert_int_equal(dl_tensor_f32(&x, 4, 2, 3, 4, 4, "x"), DL_OK);
+  gc_fill_uniform(&x, 17, -3.0f, 3.0f);
+  dl_ctx ctx = gc_ctx();
+  ctx.autocast = DL_BF16;
+  dl_layer_desc d = pool_desc(2, 0, 0);
+  forward_backward(&d, &ctx, &x, &y, NULL);
+  for (int64_t i = 0; i < y.numel; i++) {
+    int64_t plane = i / 4, oh = i % 4 / 2, ow = i % 2;
+    const float *p = dl_f32(&x) + plane * 16 + oh * 8 + ow * 2;
+    float m = fmaxf(fmaxf(p[0], p[1]), fmaxf(p[4], p[5]));
+    assert_true(dl_f32(&y)[i] == dl_round_bf16(m));
+  }
+  dl_tensor_free(&y);
+  d = dl_layer_default(DL_GLOBALAVGPOOL);
+  forward_backward(&d, &ctx, &x, &y, &dx);
+  for (int64_t i = 0; i < y.numel; i++) {
+    float sum = 0.0f;
+    for (int k = 0; k < 16; k++) sum += dl_f32(&x)[i * 16 + k];
+    assert_true(dl_f32(&y)[i] == dl_round_bf16(sum / 16.0f));
+    assert_true(dl_f32(&dx)[i * 16 + 5] == dl_round_bf16((1.0f + (float)i) / 16.0f));
+  }
+  dl_tensor_free(&y);
+  dl_tensor_free(&dx);
+  d = dl_layer_default(DL_FLATTEN);
+  forward_backward(&d, &ctx, &x, &y, NULL);
+  for (int64_t i = 0; i < y.numel; i++)
+    assert_true(dl_f32(&y)[i] == dl_round_bf16(dl_f32(&x)[i]));
+  dl_tensor_free(&y);
+  dl_tensor_free(&x);
+}
+
+static void globalavgpool_mean_and_gradients(void **state) {
+  (void)state;
+  dl_tensor x = {0}, y = {0}, dx = {0};
+  assert_int_equal(dl_tensor_f32(&x, 4, 1, 2, 2, 2, "x"), DL_OK);
+  const float xv[8] = {1, 2, 3, 6, -4, 0, 0, 0};
+  memcpy(dl_f32(&x), xv, sizeof xv);
+  dl_layer_desc d = dl_layer_default(DL_GLOBALAVGPOOL);
+  dl_ctx ctx = gc_ctx();
+  forward_backward(&d, &ctx, &x, &y, &dx);
+  assert_int_equal(y.ndim, 2);
+  assert_int_equal(y.shape[1], 2);
+  assert_true(dl_f32(&y)[0] == 3.0f && dl_f32(&y)[1] == -1.0f);
+  assert_true(dl_f32(&dx)[0] == 0.25f && dl_f32(&dx)[7] == 0.5f);
+  dl_tensor_free(&y);
+  dl_tensor_free(&dx);
+  dl_tensor_free(&x);
+  assert_int_equal(dl_tensor_f32(&x, 4, 2, 3, 3, 5, "x"), DL_OK);
+  gc_fill_uniform(&x, 3, -1.0f, 1.0f);
+  double err = gc_layer_max_error(&d, &x, true);
+  assert_true(err < 1e-2); /* linear map: see gradcheck.h */
+  dl_tensor_free(&x);
+  assert_int_equal(dl_tensor_f32(&x, 3, 2, 3, 3, 0, "x"), DL_OK);
+  dl_layer l;
+  assert_int_equal(dl_layer_init(&l, &d, "5.", 0, 1), DL_OK);
+  assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "[2, 3, 3] float32"));
+  dl_layer_destroy(&l);
+  dl_tensor_free(&x);
+}
+
+static void flatten_shapes_and_gradients(void **state) {
+  (void)state;
+  dl_tensor x = {0}, y = {0}, dx = {0};
+  assert_int_equal(dl_tensor_f32(&x, 4, 2, 3, 2, 2, "x"), DL_OK);
+  gc_fill_uniform(&x, 3, -1.0f, 1.0f);
+  dl_layer_desc d = dl_layer_default(DL_FLATTEN);
+  dl_ctx ctx = gc_ctx();
+  forward_backward(&d, &ctx, &x, &y, &dx);
+  assert_int_equal(y.ndim, 2);
+  assert_int_equal(y.shape[0], 2);
+  assert_int_equal(y.shape[1], 12);
+  assert_memory_equal(dl_f32(&x), dl_f32(&y), dl_tensor_bytes(&x));
+  assert_true(dl_tensor_same_shape(&dx, &x));
+  assert_true(dl_f32(&dx)[13] == 14.0f);
+  dl_tensor_free(&y);
+  dl_tensor_free(&dx);
+  assert_true(gc_layer_max_error(&d, &x, true) < 1e-2); /* identity map */
+  dl_tensor_free(&x);
+  assert_int_equal(dl_tensor_f32(&x, 1, 5, 0, 0, 0, "x"), DL_OK);
+  dl_layer l;
+  assert_int_equal(dl_layer_init(&l, &d, "", 0, 1), DL_OK);
+  assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "rank >= 2"));
+  dl_layer_destroy(&l);
+  dl_tensor_free(&x);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(maxpool_gradients_match_finite_differences),
+      cmocka_unit_test(maxpool_ties_padding_and_nan),
+      cmocka_unit_test(maxpool_overlapping_windows_accumulate),
+      cmocka_unit_test(maxpool_errors),
+      cmocka_unit_test(pooling_outputs_round_under_autocast),
+      cmocka_unit_test(globalavgpool_mean_and_gradients),
+      cmocka_unit_test(flatten_shapes_and_gradients),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
