@@ -4,7 +4,9 @@
  * threads). Exits 1 if a check fails. Performance is reported, not gated:
  * it depends on what else the machine is running.
  *
- *   bench_gemm [max_threads]      (default 2) */
+ *   bench_gemm [max_threads]      (default 2)
+ *   DL_GEMM_ISA=avx2 bench_gemm   (time another ISA's kernels)
+ *   OPENBLAS_CORETYPE=SkylakeX bench_gemm   (OpenBLAS's AVX-512 kernels) */
 #define _POSIX_C_SOURCE 200809L
 #include "cpu/gemm.h"
 #include "cpu/gemm_internal.h"
@@ -23,6 +25,7 @@ void cblas_sgemm(int order, int trans_a, int trans_b, int M, int N, int K, float
                  const float *A, int lda, const float *B, int ldb, float beta, float *C,
                  int ldc);
 void openblas_set_num_threads(int n);
+char *openblas_get_corename(void);
 #endif
 
 typedef struct bench_shape {
@@ -112,6 +115,13 @@ static double best_gflops(void (*run)(const bench_shape *, operands *), const be
 static int print_table(int max_threads) {
   printf("# dl_sgemm (%s kernels) vs OpenBLAS cblas_sgemm, row-major, beta = 0\n",
          dl_gemm_isa_name());
+#ifdef DL_HAVE_OPENBLAS
+  /* OpenBLAS picks its kernels by CPU model and falls back to old generic
+   * ones (Prescott: SSE3) on models it does not know; compare against its
+   * best by naming a core, e.g. OPENBLAS_CORETYPE=SkylakeX. */
+  printf("# OpenBLAS kernels: %s%s\n", openblas_get_corename(),
+         getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE)" : " (auto-detected)");
+#endif
   printf("# %6s %6s %6s %3s %3s %7s %12s %12s %7s  %s\n", "M", "N", "K", "tA", "tB",
          "threads", "dlcheck", "OpenBLAS", "ratio", "shape");
   printf("# %6s %6s %6s %3s %3s %7s %12s %12s %7s\n", "", "", "", "", "", "", "GFLOP/s",
@@ -193,9 +203,20 @@ static int bitwise_checks(int max_threads) {
 
 int main(int argc, char **argv) {
   int max_threads = argc > 1 ? atoi(argv[1]) : 2;
-  if (max_threads < 1) {
-    fprintf(stderr, "usage: bench_gemm [max_threads >= 1]\n");
+  if (max_threads < 1 || dl_set_num_threads(max_threads) != DL_OK) {
+    fprintf(stderr, "usage: bench_gemm [max_threads 1..1024] (DL_GEMM_ISA=portable|avx2|avx512)\n");
     return 2;
+  }
+  const char *isa = getenv("DL_GEMM_ISA");
+  if (isa) {
+    dl_gemm_isa_id id = !strcmp(isa, "portable") ? DL_GEMM_PORTABLE
+                        : !strcmp(isa, "avx2")   ? DL_GEMM_AVX2
+                        : !strcmp(isa, "avx512") ? DL_GEMM_AVX512
+                                                 : DL_GEMM_AUTO;
+    if (id == DL_GEMM_AUTO || !dl_gemm_force_isa(id)) {
+      fprintf(stderr, "bench_gemm: DL_GEMM_ISA=%s: unknown, or this CPU cannot run it\n", isa);
+      return 2;
+    }
   }
   int status = bitwise_checks(max_threads);
   if (print_table(max_threads) != 0) status = 1;

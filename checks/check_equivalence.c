@@ -62,7 +62,7 @@ static void compare_finals(const dlc_check_spec *spec, const dlc_trace *a, const
     if (!d.ok && bad++ == 0) {
       char desc[512];
       dlc_diff_describe(&d, &spec->tol, desc, sizeof desc);
-      dlc_evidence(v, "%s differs: %s. ", name, desc);
+      dlc_evidence(v, "%s differs (%s vs %s): %s. ", name, b->run, a->run, desc);
     }
   }
   if (bad > 1) dlc_evidence(v, "%d of %d %s tensors differ. ", bad, compared, prefix);

@@ -100,8 +100,7 @@ static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double
   }
   dl_tensor dlogits = {0};
   float l = 0;
-  dl_status s = dl_tensor_alloc(&dlogits, DL_F32, out->ndim, out->shape, "dlogits");
-  if (!s) s = dl_cross_entropy(&ce, out, &y, &l, NULL, &dlogits);
+  dl_status s = dl_cross_entropy(&ce, out, &y, &l, NULL, &dlogits);
   if (!s) s = dl_model_backward(r->model, &ctx, &dlogits);
   dl_tensor_free(&dlogits);
   dl_tensor_free(&weights);

@@ -344,30 +344,31 @@ static const yu_field override_fields[] = {RUN_SETTINGS(false)};
 /* ---- building a run ---------------------------------------------------- */
 
 /* Settings whose default depends on another setting, and constraints
- * between settings; `where` and `who` locate the run for messages. */
+ * between settings; `where` and `who` ("" or "run 'x': ") locate the run
+ * for messages. */
 static dl_status finish_run(dlc_run_config *c, const yu_val *where, const char *who) {
   dlc_optim_config *o = &c->optim;
   if (isnan(o->lr)) o->lr = o->kind == DLC_OPT_SGD ? 0.01f : 1e-3f;
   if (isnan(o->weight_decay)) o->weight_decay = o->kind == DLC_OPT_ADAMW ? 0.01f : 0.0f;
   if (o->kind == DLC_OPT_SGD && o->nesterov && (o->momentum <= 0 || o->dampening != 0))
-    return yu_fail(where, DL_ERR_INVALID, "%s: nesterov needs momentum > 0 and dampening 0 "
+    return yu_fail(where, DL_ERR_INVALID, "%snesterov needs momentum > 0 and dampening 0 "
                                           "(as torch.optim.SGD)", who);
   dlc_schedule_config *sc = &c->schedule;
   if (sc->kind == DLC_SCHED_STEP && sc->step_size == 0)
-    return yu_fail(where, DL_ERR_INVALID, "%s: schedule type step needs step_size", who);
+    return yu_fail(where, DL_ERR_INVALID, "%sschedule type step needs step_size", who);
   if (sc->kind == DLC_SCHED_COSINE && sc->total_steps == 0) sc->total_steps = c->steps;
   if (sc->kind == DLC_SCHED_COSINE && sc->warmup_steps > sc->total_steps)
-    return yu_fail(where, DL_ERR_INVALID, "%s: schedule.warmup_steps %lld exceeds total_steps %lld",
+    return yu_fail(where, DL_ERR_INVALID, "%sschedule.warmup_steps %lld exceeds total_steps %lld",
                    who, (long long)sc->warmup_steps, (long long)sc->total_steps);
   const dlc_data_config *d = &c->data;
   if (d->source == DLC_DATA_FIXTURE && d->path[0] == '\0')
-    return yu_fail(where, DL_ERR_INVALID, "%s: data.source fixture needs data.path", who);
+    return yu_fail(where, DL_ERR_INVALID, "%sdata.source fixture needs data.path", who);
   if (d->source == DLC_DATA_TOKENS && d->min_len > d->max_len)
-    return yu_fail(where, DL_ERR_INVALID, "%s: data.min_len %lld exceeds data.max_len %lld", who,
+    return yu_fail(where, DL_ERR_INVALID, "%sdata.min_len %lld exceeds data.max_len %lld", who,
                    (long long)d->min_len, (long long)d->max_len);
   if (c->checkpoint.at_step >= c->steps)
     return yu_fail(where, DL_ERR_INVALID,
-                   "%s: checkpoint.at_step %lld must be below steps %lld (0 = no checkpoint)", who,
+                   "%scheckpoint.at_step %lld must be below steps %lld (0 = no checkpoint)", who,
                    (long long)c->checkpoint.at_step, (long long)c->steps);
   return DL_OK;
 }
@@ -466,11 +467,9 @@ static dl_status read_runs(loader *L) {
   if (s->nruns == 0)
     return yu_fail(&runs, DL_ERR_INVALID, "no runs; name at least one (the first is the reference)");
   for (int i = 0; i < s->nruns; i++) {
-    char who[DLC_NAME_MAX + 8];
-    snprintf(who, sizeof who, "run '%.100s'", L->runs[i].key);
-    yu_val where = L->runs[i];
+    yu_val where = L->runs[i]; /* path runs.NAME says which run */
     where.at = where.key_at;
-    DL_TRY(build_run(L, i, NULL, &where, who, &s->runs[i]));
+    DL_TRY(build_run(L, i, NULL, &where, "", &s->runs[i]));
   }
   return DL_OK;
 }
@@ -665,9 +664,11 @@ static dl_status read_pitfall(loader *L, const yu_val *item, int i) {
   DL_TRY(check_pitfall(L, item, &p, i));
   bool applies[DLC_MAX_RUNS];
   DL_TRY(pitfall_runs(L, item, applies));
-  yu_val ov;
+  yu_val ov, first;
   yu_map_find(item, "overrides", &ov);
   DL_TRY(yu_expect_mapping(&ov));
+  if (!yu_map_find(&ov, NULL, &first))
+    return yu_fail(&ov, DL_ERR_INVALID, "is empty; a pitfall variant must change something");
   dlc_variant *var = &s->variants[i];
   snprintf(var->name, sizeof var->name, "%s", p.name);
   snprintf(var->pitfall, sizeof var->pitfall, "%s", p.id);
@@ -675,7 +676,7 @@ static dl_status read_pitfall(loader *L, const yu_val *item, int i) {
   snprintf(var->description, sizeof var->description, "%s", p.description);
   for (int r = 0; r < s->nruns; r++) {
     char who[2 * DLC_NAME_MAX];
-    snprintf(who, sizeof who, "pitfall '%.60s', run '%.60s'", p.name, L->runs[r].key);
+    snprintf(who, sizeof who, "run '%.100s': ", L->runs[r].key);
     DL_TRY(build_run(L, r, applies[r] ? &ov : NULL, &ov, who, &var->runs[r]));
   }
   return DL_OK;

@@ -205,3 +205,44 @@ dl_status dlc_trace_push_stats(dlc_trace *t, int64_t step, int nlayers,
   }
   return DL_OK;
 }
+
+dl_status dlc_trace_copy(dlc_trace *dst, const dlc_trace *src) {
+  memcpy(dst->run, src->run, sizeof dst->run);
+  memcpy(dst->scenario, src->scenario, sizeof dst->scenario);
+  memcpy(dst->backend, src->backend, sizeof dst->backend);
+  dst->seed = src->seed;
+  dst->scenario_hash = src->scenario_hash;
+  for (int i = 0; i < src->nseries; i++)
+    for (int64_t j = 0; j < src->series[i].n; j++)
+      DL_TRY(dlc_trace_push(dst, src->series[i].name, src->series[i].v[j]));
+  if (src->ndigest) {
+    const char **names = malloc((size_t)src->ndigest * sizeof *names);
+    dl_status s = names ? DL_OK : dl_fail(DL_ERR_NOMEM, "out of memory copying a trace");
+    for (int j = 0; !s && j < src->ndigest; j++) names[j] = src->digest_names[j];
+    if (!s) s = fix_digest_names(dst, src->ndigest, names);
+    free(names);
+    DL_TRY(s);
+    size_t bytes = (size_t)(src->digest_steps * src->ndigest) * sizeof *src->digests;
+    dst->digests = malloc(bytes + sizeof *src->digests);
+    if (!dst->digests) return dl_fail(DL_ERR_NOMEM, "out of memory copying digests");
+    memcpy(dst->digests, src->digests, bytes);
+    dst->digest_steps = src->digest_steps;
+  }
+  for (int i = 0; i < src->nstats; i++) {
+    const dlc_layer_stats *st = &src->stats[i];
+    const char **names = malloc((size_t)(st->nlayers + 1) * sizeof *names);
+    if (!names) return dl_fail(DL_ERR_NOMEM, "out of memory copying a trace");
+    for (int l = 0; l < st->nlayers; l++) names[l] = st->layer[l];
+    dl_status s = dlc_trace_push_stats(dst, st->step, st->nlayers, names,
+                                       (const double(*)[DLC_STAT_COUNT])st->stat);
+    free(names);
+    DL_TRY(s);
+  }
+  for (int i = 0; i < src->nfinals; i++)
+    DL_TRY(dlc_trace_add_final(dst, src->finals[i].name, &src->finals[i].t));
+  for (int i = 0; i < src->nmetrics; i++)
+    DL_TRY(dlc_trace_set_metric(dst, src->metrics[i].name, src->metrics[i].value));
+  for (int i = 0; i < src->nnotes; i++)
+    DL_TRY(dlc_trace_set_note(dst, src->notes[i].name, src->notes[i].text));
+  return DL_OK;
+}

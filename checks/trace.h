@@ -76,6 +76,8 @@ typedef struct dlc_trace {
 
 void dlc_trace_init(dlc_trace *t, const char *scenario, const char *run);
 void dlc_trace_free(dlc_trace *t);
+/* dst (initialised, empty) := a deep copy of src. */
+dl_status dlc_trace_copy(dlc_trace *dst, const dlc_trace *src);
 
 /* Append value v at the next step of series `name` (created on first use). */
 dl_status dlc_trace_push(dlc_trace *t, const char *name, double v);

@@ -52,6 +52,11 @@ static bool node_pos(struct fy_node *n, yu_pos *p) {
       if (!m) return false;
       p->line = m->line + 1;
       p->col = m->column + 1;
+      /* Alias and quoted tokens start after their '*' or quote: point at
+       * what the user wrote first. */
+      enum fy_node_style st = fy_node_get_style(n);
+      if ((st == FYNS_ALIAS || st == FYNS_SINGLE_QUOTED || st == FYNS_DOUBLE_QUOTED) && p->col > 1)
+        p->col--;
       return true;
     }
     if (fy_node_is_sequence(n)) {
@@ -458,7 +463,7 @@ bool yu_map_find(const yu_val *map, const char *key, yu_val *item) {
   void *it = NULL;
   bool got;
   while (yu_map_next(map, &it, item, &got) == DL_OK && got) {
-    if (!strcmp(item->key, key)) return true;
+    if (!key || !strcmp(item->key, key)) return true;
   }
   return false;
 }

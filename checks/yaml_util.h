@@ -70,7 +70,8 @@ bool yu_is_mapping(const yu_val *v);
  * at the end. Keys must be plain scalars of at most YU_KEY_MAX - 1 bytes. */
 dl_status yu_expect_mapping(const yu_val *v);
 dl_status yu_map_next(const yu_val *map, void **iter, yu_val *item, bool *got);
-/* true and *item set if `key` is in the mapping (map must be a mapping). */
+/* true and *item set if `key` is in the mapping (NULL: any key, so false
+ * means the mapping is empty or not a mapping). */
 bool yu_map_find(const yu_val *map, const char *key, yu_val *item);
 /* Checks v is a sequence of min..max items and sets *n. */
 dl_status yu_seq_count(const yu_val *v, int min, int max, int *n);

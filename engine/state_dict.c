@@ -37,10 +37,16 @@ static herr_t keep_innermost(unsigned n, const H5E_error2_t *e, void *user) {
   return 0;
 }
 
-/* The most specific message on HDF5's error stack, for our own message. */
+/* The most specific message on HDF5's error stack, for our own message.
+ * The stack is taken first: any API call, H5Ewalk2 included, clears the
+ * current one on entry. */
 static const char *h5_reason(char buf[160]) {
   snprintf(buf, 160, "no detail from HDF5");
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, buf);
+  hid_t stack = H5Eget_current_stack();
+  if (stack >= 0) {
+    H5Ewalk2(stack, H5E_WALK_UPWARD, keep_innermost, buf);
+    H5Eclose_stack(stack);
+  }
   return buf;
 }
 
@@ -268,7 +274,10 @@ dl_status dl_h5_open_read(const char *path, hid_t *file) {
   int fd = open(path, O_RDONLY);
   if (fd < 0)
     return dl_fail(DL_ERR_IO, "cannot open %s (%s)", path, strerror(errno));
+  struct stat st;
+  bool is_dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
   close(fd);
+  if (is_dir) return dl_fail(DL_ERR_IO, "cannot read %s: it is a directory", path);
   h5_quiet q = quiet_begin();
   hid_t fapl = file_access_plist();
   *file = H5Fopen(path, H5F_ACC_RDONLY, fapl);

@@ -215,13 +215,15 @@ static void thread_counts_give_the_same_bits(void **state) {
 static void isa_paths_give_the_same_bits(void **state) {
   (void)state;
   const dl_gemm_isa_id ids[] = {DL_GEMM_PORTABLE, DL_GEMM_AVX2, DL_GEMM_AVX512};
+  const char *names[] = {"portable", "avx2", "avx512"};
   const int64_t shapes[][3] = {{33, 65, 300}, {1, 1, 1}, {29, 47, 17}, {300, 600, 5}};
   int ran = 0;
   for (int i = 0; i < 3; i++) {
     if (!dl_gemm_force_isa(ids[i])) {
-      printf("  (this CPU cannot run ISA %d; skipped)\n", (int)ids[i]);
+      printf("  (this CPU cannot run the %s kernels; skipped)\n", names[i]);
       continue;
     }
+    assert_string_equal(dl_gemm_isa_name(), names[i]);
     ran++;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       check_all_transposes(shapes[s][0], shapes[s][1], shapes[s][2], 2, 0.0f);

@@ -372,6 +372,8 @@ static void broken_files_say_what_and_where(void **state) {
   assert_int_equal(dl_state_load(good, "model", none, 0, false, NULL), DL_ERR_FORMAT);
   free_sample(&s);
 
+  assert_int_equal(dl_state_read(tmpdir, "m", &sd), DL_ERR_IO);
+  assert_non_null(strstr(dl_last_error(), "is a directory"));
   assert_int_equal(dl_state_read("", "m", &sd), DL_ERR_INVALID);
 }
 

@@ -1,11 +1,13 @@
 /* Conv2d, NCHW, square kernel, stride, zero padding, as im2col + dl_sgemm.
  *
  * Per sample n: col_n [C*k*k, Ho*Wo] holds the input patches, and
- * y_n [O, Ho*Wo] = W [O, C*k*k] @ col_n (+ b). Samples run in parallel,
- * each owned by one thread (its im2col, GEMM and col2im). dW sums over
- * samples in sample order (GEMMs with beta = 1 one sample after another),
- * which is bitwise one GEMM over the whole batch's columns, whatever the
- * thread count. dx = col2im(W^T @ dy_n) adds patches in a fixed order.
+ * y_n [O, Ho*Wo] = W [O, C*k*k] @ col_n (+ b). The batch is cut into one
+ * slice of samples per thread, each with its own small col buffer (it
+ * stays in cache; no batch-sized buffer), and every sample's im2col, GEMM
+ * and col2im run on the thread owning it. dW sums over samples in sample
+ * order (GEMMs with beta = 1 one sample after another), which is bitwise
+ * one GEMM over the whole batch's columns, whatever the thread count.
+ * dx = col2im(W^T @ dy_n) adds patches in a fixed order.
  *
  * AMP emulation: x (through col), W and b are rounded to half, and so are
  * y, dy, dx, dW and db, as for Linear. */
@@ -94,7 +96,10 @@ static void im2col(const conv_geom *g, const float *x, float *col) {
       const float *src = x + (c * g->h + ih) * g->w;
       const int64_t off = kj - g->pad;
       for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
-      for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[off + ow * g->stride];
+      if (g->stride == 1)
+        memcpy(dst + lo, src + off + lo, (size_t)(hi - lo) * sizeof *dst);
+      else
+        for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[off + ow * g->stride];
       for (int64_t ow = hi; ow < g->ow; ow++) dst[ow] = 0.0f;
     }
   }
@@ -120,8 +125,9 @@ static void col2im(const conv_geom *g, const float *dcol, float *dx) {
 typedef struct conv_job {
   const conv_geom *g;
   int half;        /* autocast code for dl_round_inplace, 0 = off */
-  const float *x;  /* forward / recompute: input */
-  float *col;      /* [N][rows][pixels] */
+  const float *x;  /* input */
+  float *bufs;     /* nslots col buffers of rows * pixels */
+  int64_t nslots;
   const float *w;  /* possibly half-rounded weight */
   const float *b;  /* possibly half-rounded bias, or NULL */
   float *y;        /* forward output */
@@ -129,41 +135,67 @@ typedef struct conv_job {
   float *dx;
 } conv_job;
 
-static void conv_im2col_samples(void *ctx, int64_t begin, int64_t end) {
+/* A 1x1 convolution without stride or padding reads x directly. */
+static bool col_is_input(const conv_job *j) {
+  const conv_geom *g = j->g;
+  return g->k == 1 && g->stride == 1 && g->pad == 0 && !j->half;
+}
+
+/* col_n in buf (or x_n itself), rounded to half under autocast. */
+static const float *sample_col(const conv_job *j, int64_t n, float *buf) {
+  const conv_geom *g = j->g;
+  const float *x = j->x + n * g->c * g->h * g->w;
+  if (col_is_input(j)) return x;
+  im2col(g, x, buf);
+  dl_round_inplace(buf, g->rows * g->pixels, j->half);
+  return buf;
+}
+
+static void slot_range(const conv_job *j, int64_t slot, int64_t *begin, int64_t *end) {
+  *begin = slot * j->g->n / j->nslots;
+  *end = (slot + 1) * j->g->n / j->nslots;
+}
+
+static void conv_forward_slots(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
-  for (int64_t n = begin; n < end; n++) {
-    float *col = j->col + n * g->rows * g->pixels;
-    im2col(g, j->x + n * g->c * g->h * g->w, col);
-    dl_round_inplace(col, g->rows * g->pixels, j->half);
+  for (int64_t slot = first; slot < last; slot++) {
+    float *buf = j->bufs + slot * g->rows * g->pixels;
+    int64_t begin, end;
+    slot_range(j, slot, &begin, &end);
+    for (int64_t n = begin; n < end; n++) {
+      const float *col = sample_col(j, n, buf);
+      float *y = j->y + n * g->o * g->pixels;
+      /* The accumulator starts at the bias, as in Linear. */
+      for (int64_t o = 0; j->b && o < g->o; o++)
+        for (int64_t p = 0; p < g->pixels; p++) y[o * g->pixels + p] = j->b[o];
+      dl_sgemm(false, false, g->o, g->pixels, g->rows, j->w, g->rows, col, g->pixels,
+               j->b ? 1.0f : 0.0f, y, g->pixels);
+      dl_round_inplace(y, g->o * g->pixels, j->half);
+    }
   }
 }
 
-static void conv_forward_samples(void *ctx, int64_t begin, int64_t end) {
+static void conv_dx_slots(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
-  conv_im2col_samples(ctx, begin, end);
-  for (int64_t n = begin; n < end; n++) {
-    float *y = j->y + n * g->o * g->pixels;
-    /* The accumulator starts at the bias, as in Linear. */
-    for (int64_t o = 0; j->b && o < g->o; o++)
-      for (int64_t p = 0; p < g->pixels; p++) y[o * g->pixels + p] = j->b[o];
-    dl_sgemm(false, false, g->o, g->pixels, g->rows, j->w, g->rows,
-             j->col + n * g->rows * g->pixels, g->pixels, j->b ? 1.0f : 0.0f, y, g->pixels);
-    dl_round_inplace(y, g->o * g->pixels, j->half);
-  }
-}
-
-static void conv_dx_samples(void *ctx, int64_t begin, int64_t end) {
-  const conv_job *j = ctx;
-  const conv_geom *g = j->g;
-  for (int64_t n = begin; n < end; n++) {
-    float *dcol = j->col + n * g->rows * g->pixels; /* reuses the sample's col */
-    dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows,
-             j->dy + n * g->o * g->pixels, g->pixels, 0.0f, dcol, g->pixels);
-    float *dx = j->dx + n * g->c * g->h * g->w;
-    col2im(g, dcol, dx);
-    dl_round_inplace(dx, g->c * g->h * g->w, j->half);
+  for (int64_t slot = first; slot < last; slot++) {
+    float *dcol = j->bufs + slot * g->rows * g->pixels;
+    int64_t begin, end;
+    slot_range(j, slot, &begin, &end);
+    for (int64_t n = begin; n < end; n++) {
+      float *dx = j->dx + n * g->c * g->h * g->w;
+      const float *dy = j->dy + n * g->o * g->pixels;
+      if (col_is_input(j)) { /* col2im of a 1x1 conv is the identity */
+        dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows, dy, g->pixels, 0.0f,
+                 dx, g->pixels);
+        continue;
+      }
+      dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows, dy, g->pixels, 0.0f,
+               dcol, g->pixels);
+      col2im(g, dcol, dx);
+      dl_round_inplace(dx, g->c * g->h * g->w, j->half);
+    }
   }
 }
 
@@ -178,13 +210,13 @@ static dl_status amp_operand(int half, const dl_tensor *src, dl_tensor *copy,
   return DL_OK;
 }
 
-/* Scratch of the job: im2col buffer and half-rounded weight/bias copies. */
+/* Scratch of the job: col buffers and half-rounded weight/bias copies. */
 typedef struct conv_scratch {
-  dl_tensor col, w, b;
+  dl_tensor bufs, w, b;
 } conv_scratch;
 
 static void scratch_free(conv_scratch *s) {
-  dl_tensor_free(&s->col);
+  dl_tensor_free(&s->bufs);
   dl_tensor_free(&s->w);
   dl_tensor_free(&s->b);
 }
@@ -195,8 +227,11 @@ static dl_status job_prepare(dl_layer *l, const dl_ctx *ctx, const conv_geom *g,
   j->g = g;
   j->half = (int)ctx->autocast;
   j->x = dl_f32(x);
-  DL_TRY(dl_tensor_f32(&s->col, 3, g->n, g->rows, g->pixels, 0, "conv2d im2col"));
-  j->col = dl_f32(&s->col);
+  j->nslots = dl_get_num_threads();
+  if (j->nslots > g->n) j->nslots = g->n;
+  if (j->nslots < 1) j->nslots = 1;
+  DL_TRY(dl_tensor_f32(&s->bufs, 3, j->nslots, g->rows, g->pixels, 0, "conv2d im2col"));
+  j->bufs = dl_f32(&s->bufs);
   DL_TRY(amp_operand(j->half, &l->params[0].value, &s->w, &j->w));
   if (l->desc.bias) DL_TRY(amp_operand(j->half, &l->params[1].value, &s->b, &j->b));
   return DL_OK;
@@ -212,7 +247,7 @@ static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
   dl_status st = job_prepare(l, ctx, &g, x, &j, &s);
   if (st == DL_OK) {
     j.y = dl_f32(y);
-    dl_parallel_for(g.n, 1, conv_forward_samples, &j);
+    dl_parallel_for(j.nslots, 1, conv_forward_slots, &j);
   } else {
     dl_tensor_free(y);
   }
@@ -220,9 +255,32 @@ static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
   return st;
 }
 
-/* dW = sum over samples of dy_n @ col_n^T, samples in order; db likewise. */
-static dl_status conv_param_grads(dl_layer *l, const conv_job *j) {
+/* dW += dy_n @ col_n^T for n in order (the first GEMM overwrites). */
+static void weight_grad(const conv_job *j, float *gw) {
   const conv_geom *g = j->g;
+  for (int64_t n = 0; n < g->n; n++) {
+    const float *col = sample_col(j, n, j->bufs);
+    dl_sgemm(false, true, g->o, g->rows, g->pixels, j->dy + n * g->o * g->pixels, g->pixels,
+             col, g->pixels, n > 0 ? 1.0f : 0.0f, gw, g->rows);
+  }
+  if (g->n == 0) memset(gw, 0, (size_t)(g->o * g->rows) * sizeof *gw);
+}
+
+/* db[o] = sum of dy over samples, then pixels, in order. */
+static void bias_grad(const conv_job *j, float *gb) {
+  const conv_geom *g = j->g;
+  memset(gb, 0, (size_t)g->o * sizeof *gb);
+  for (int64_t n = 0; n < g->n; n++) {
+    for (int64_t o = 0; o < g->o; o++) {
+      const float *dy = j->dy + (n * g->o + o) * g->pixels;
+      float acc = gb[o];
+      for (int64_t q = 0; q < g->pixels; q++) acc += dy[q];
+      gb[o] = acc;
+    }
+  }
+}
+
+static dl_status conv_param_grads(dl_layer *l, const conv_job *j) {
   for (int i = 0; i < l->nparams; i++) {
     dl_param *p = &l->params[i];
     if (!p->requires_grad) continue;
@@ -232,21 +290,10 @@ static dl_status conv_param_grads(dl_layer *l, const conv_job *j) {
       DL_TRY(dl_tensor_alloc(&scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
       gp = dl_f32(&scratch);
     }
-    if (i == 0) {
-      for (int64_t n = 0; n < g->n; n++)
-        dl_sgemm(false, true, g->o, g->rows, g->pixels, j->dy + n * g->o * g->pixels,
-                 g->pixels, j->col + n * g->rows * g->pixels, g->pixels,
-                 n > 0 ? 1.0f : 0.0f, gp, g->rows);
-      if (g->n == 0) memset(gp, 0, (size_t)p->grad.numel * sizeof *gp);
-    } else {
-      memset(gp, 0, (size_t)g->o * sizeof *gp);
-      for (int64_t n = 0; n < g->n; n++) {
-        for (int64_t o = 0; o < g->o; o++) {
-          const float *dy = j->dy + (n * g->o + o) * g->pixels;
-          for (int64_t q = 0; q < g->pixels; q++) gp[o] += dy[q];
-        }
-      }
-    }
+    if (i == 0)
+      weight_grad(j, gp);
+    else
+      bias_grad(j, gp);
     dl_round_inplace(gp, p->grad.numel, j->half);
     if (scratch.data) dl_param_accumulate(p, gp);
     p->has_grad = true;
@@ -265,15 +312,12 @@ static dl_status conv_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   dl_tensor dyh = {0};
   dl_status st = job_prepare(l, ctx, &g, x, &j, &s);
   if (st == DL_OK) st = amp_operand(j.half, dy, &dyh, &j.dy);
-  if (st == DL_OK) {
-    dl_parallel_for(g.n, 1, conv_im2col_samples, &j);
-    st = conv_param_grads(l, &j);
-  }
+  if (st == DL_OK) st = conv_param_grads(l, &j);
   if (st == DL_OK && dx) {
     st = dl_tensor_alloc(dx, DL_F32, 4, x->shape, "conv2d input gradient");
     if (st == DL_OK) {
       j.dx = dl_f32(dx);
-      dl_parallel_for(g.n, 1, conv_dx_samples, &j);
+      dl_parallel_for(j.nslots, 1, conv_dx_slots, &j);
     }
   }
   scratch_free(&s);

@@ -1,0 +1,26 @@
+/* The dlcheck command line: each command in its own file. */
+#ifndef DLCHECK_CLI_H
+#define DLCHECK_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Exit codes (DESIGN.md). */
+enum { EXIT_PASS = 0, EXIT_CHECK_FAILED = 1, EXIT_USAGE = 2, EXIT_ENVIRONMENT = 3 };
+
+int cmd_run(int argc, char **argv, bool record);
+int cmd_list(int argc, char **argv);
+int cmd_env(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+
+/* The repository root: $DLCHECK_ROOT, else the source tree it was built from. */
+const char *cli_root(void);
+
+/* A progress line on stderr when it is a terminal, nothing otherwise. */
+void cli_progress(void *user, const char *scenario, const char *what, int64_t step,
+                  int64_t steps);
+void cli_progress_done(void);
+bool cli_stdout_is_tty(void);
+
+#endif

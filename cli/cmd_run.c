@@ -1,0 +1,168 @@
+/* dlcheck run / record. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include "cli.h"
+
+#include "execute.h"
+#include "report.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char run_help[] =
+    "usage: dlcheck run [options] SCENARIO_DIR...\n"
+    "       dlcheck record [options] SCENARIO_DIR...\n"
+    "\n"
+    "run: trains every run of each scenario, checks the invariants between them,\n"
+    "compares the reference run with golden/<scenario>/<backend>.h5 and prints\n"
+    "a verdict per check. record: writes that golden file instead (atomically).\n"
+    "\n"
+    "options:\n"
+    "  --backend cpu|cuda   engine backend (default cpu)\n"
+    "  --comm local         communication backend of data-parallel runs (default local)\n"
+    "  --world N            ranks for every data-parallel run of the scenarios\n"
+    "  --pitfalls           also run each pitfall variant; it must be caught by its check\n"
+    "  --out DIR            write report.json, junit.xml and report.html into DIR\n"
+    "  --golden-dir DIR     goldens under DIR/<scenario>/<backend>.h5 (default ROOT/golden)\n"
+    "  -v, --verbose        print every check's evidence, also when it passes\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "ROOT is $DLCHECK_ROOT or the source tree dlcheck was built from; fixture paths\n"
+    "in scenarios are relative to it.\n";
+
+typedef struct run_args {
+  const char *backend, *comm, *out, *golden_dir;
+  int world;
+  bool pitfalls, verbose;
+  char **dirs;
+  int ndirs;
+} run_args;
+
+static int parse_args(int argc, char **argv, run_args *a) {
+  *a = (run_args){.backend = "cpu", .comm = "local"};
+  a->dirs = argv + 1;
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    bool has_value = i + 1 < argc;
+    if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+      fputs(run_help, stdout);
+      exit(EXIT_PASS);
+    } else if (!strcmp(s, "--pitfalls")) a->pitfalls = true;
+    else if (!strcmp(s, "-v") || !strcmp(s, "--verbose")) a->verbose = true;
+    else if (!strcmp(s, "--backend") && has_value) a->backend = argv[++i];
+    else if (!strcmp(s, "--comm") && has_value) a->comm = argv[++i];
+    else if (!strcmp(s, "--out") && has_value) a->out = argv[++i];
+    else if (!strcmp(s, "--golden-dir") && has_value) a->golden_dir = argv[++i];
+    else if (!strcmp(s, "--world") && has_value) {
+      char *end;
+      long w = strtol(argv[++i], &end, 10);
+      if (*end || w < 1 || w > 64) {
+        fprintf(stderr, "dlcheck: --world must be an integer in 1..64, got '%s'\n", argv[i]);
+        return EXIT_USAGE;
+      }
+      a->world = (int)w;
+    } else if (s[0] == '-') {
+      fprintf(stderr, "dlcheck: unknown option or missing value: %s\n%s", s, run_help);
+      return EXIT_USAGE;
+    } else a->dirs[a->ndirs++] = argv[i];
+  }
+  if (a->ndirs == 0) {
+    fprintf(stderr, "dlcheck: name at least one scenario directory\n%s", run_help);
+    return EXIT_USAGE;
+  }
+  if (strcmp(a->backend, "cpu") != 0) {
+    fprintf(stderr, "dlcheck: backend '%s' is not available in this build (this build "
+                    "runs --backend cpu)\n", a->backend);
+    return strcmp(a->backend, "cuda") == 0 ? EXIT_ENVIRONMENT : EXIT_USAGE;
+  }
+  if (strcmp(a->comm, "local") != 0) {
+    fprintf(stderr, "dlcheck: communication backend '%s' is not available in this build "
+                    "(this build runs --comm local)\n", a->comm);
+    return strcmp(a->comm, "mpi") == 0 || strcmp(a->comm, "nccl") == 0 ? EXIT_ENVIRONMENT
+                                                                      : EXIT_USAGE;
+  }
+  return -1;
+}
+
+/* --world N: every run that is data-parallel in the scenario gets N ranks. */
+static void apply_world(dlc_scenario *s, int world) {
+  if (world <= 0) return;
+  for (int i = 0; i < s->nruns; i++)
+    if (s->runs[i].parallel.world > 1) s->runs[i].parallel.world = world;
+  for (int v = 0; v < s->nvariants; v++)
+    for (int i = 0; i < s->nruns; i++)
+      if (s->variants[v].runs[i].parallel.world > 1) s->variants[v].runs[i].parallel.world = world;
+}
+
+static int record_one(dlc_scenario *s, const dlc_exec_options *o) {
+  char path[1024];
+  dl_status st = dlc_scenario_record(s, o, path, sizeof path);
+  cli_progress_done();
+  if (st) {
+    fprintf(stderr, "dlcheck: %s: %s\n", s->dir, dl_last_error());
+    return EXIT_USAGE;
+  }
+  printf("recorded %s\n", path);
+  return EXIT_PASS;
+}
+
+static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
+  dlc_scenario_result *results = calloc((size_t)a->ndirs, sizeof *results);
+  if (!results) return EXIT_USAGE;
+  int code = EXIT_PASS, nresults = 0;
+  for (int i = 0; i < a->ndirs; i++) {
+    dlc_scenario *s;
+    if (dlc_scenario_load(&s, a->dirs[i])) {
+      fprintf(stderr, "dlcheck: %s\n", dl_last_error());
+      code = EXIT_USAGE;
+      break;
+    }
+    apply_world(s, a->world);
+    if (record) {
+      int c = record_one(s, o);
+      dlc_scenario_free(s);
+      if (c) {
+        code = c;
+        break;
+      }
+      continue;
+    }
+    dl_status st = dlc_scenario_execute(s, o, &results[nresults]);
+    cli_progress_done();
+    dlc_scenario_free(s);
+    nresults++;
+    if (st) {
+      fprintf(stderr, "dlcheck: %s: %s\n", a->dirs[i], dl_last_error());
+      code = EXIT_USAGE;
+      break;
+    }
+    if (!dlc_result_ok(&results[nresults - 1])) code = EXIT_CHECK_FAILED;
+  }
+  if (!record && nresults) {
+    dlc_report_text(stdout, results, nresults, cli_stdout_is_tty(), a->verbose);
+    if (a->out && dlc_report_write_all(a->out, results, nresults, NULL)) {
+      fprintf(stderr, "dlcheck: writing reports to %s: %s\n", a->out, dl_last_error());
+      code = EXIT_USAGE;
+    }
+  }
+  for (int i = 0; i < nresults; i++) dlc_result_free(&results[i]);
+  free(results);
+  return code;
+}
+
+int cmd_run(int argc, char **argv, bool record) {
+  run_args a;
+  int code = parse_args(argc, argv, &a);
+  if (code >= 0) return code;
+  char workdir[] = "/tmp/dlcheck-XXXXXX";
+  if (!mkdtemp(workdir)) {
+    perror("dlcheck: cannot create a scratch directory in /tmp");
+    return EXIT_ENVIRONMENT;
+  }
+  dlc_exec_options o = {.root = cli_root(), .golden_dir = a.golden_dir, .backend = a.backend,
+                        .workdir = workdir, .pitfalls = a.pitfalls, .progress = cli_progress};
+  code = run_scenarios(&a, record, &o);
+  rmdir(workdir);
+  return code;
+}

@@ -1,0 +1,34 @@
+/* dlcheck: checks that a training pipeline computes what it should. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: dlcheck COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  run SCENARIO_DIR...     run scenarios, check invariants, compare with the golden\n"
+    "  record SCENARIO_DIR...  write golden files (atomically)\n"
+    "  list                    scenarios and the catalogue pitfalls each covers\n"
+    "\n"
+    "`dlcheck COMMAND --help` describes a command's options.\n"
+    "exit codes: 0 all checks pass, 1 a check failed or a pitfall was missed,\n"
+    "            2 bad usage or input, 3 the environment cannot run what was asked\n";
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    fputs(usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USAGE : EXIT_PASS;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("dlcheck %s\n", DLCHECK_VERSION);
+    return EXIT_PASS;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1, false);
+  if (strcmp(cmd, "record") == 0) return cmd_run(argc - 1, argv + 1, true);
+  if (strcmp(cmd, "list") == 0) return cmd_list(argc - 1, argv + 1);
+  fprintf(stderr, "dlcheck: unknown command '%s'\n\n%s", cmd, usage);
+  return EXIT_USAGE;
+}
