@@ -47,6 +47,7 @@ void dlc_run_config_default(dlc_run_config *c) {
   c->parallel.threads = 1;
   c->parallel.broadcast_buffers = true; /* DistributedDataParallel's default */
   c->accumulation = 1;
+  c->loss_weight = 1.0f;
   c->steps = 10;
   c->checkpoint.optimizer = true;
   c->checkpoint.scaler = true;

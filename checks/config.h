@@ -111,6 +111,8 @@ typedef struct dlc_run_config {
   dlc_optim_config optim;
   dlc_schedule_config schedule;
   float clip_max_norm;      /* 0 = no clipping */
+  float loss_weight;        /* the loss is multiplied by it (an auxiliary loss's
+                               weight, say); 1 by default */
   dlc_precision_config precision;
   dlc_parallel_config parallel;
   int accumulation;         /* micro-batches per optimizer step (K) */

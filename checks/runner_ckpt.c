@@ -175,7 +175,7 @@ static dl_status restore_state(dlc_rank *r, const ckpt_paths *paths, progress_st
   r->epoch = c->rng ? *i64(&p->epoch) : 0; /* C3: the data order restarts */
   r->pos = c->rng ? *i64(&p->pos) : 0;
   r->rng_offset = c->rng ? (uint64_t)*i64(&p->rng_offset) : 0;
-  dl_indices_free(&r->order);
+  dlc_rank_reset_data(r);
   return DL_OK;
 }
 

@@ -47,8 +47,10 @@ typedef struct dlc_rank {
   int64_t step;
   /* evidence */
   int64_t skipped, overflow_steps;
-  double zero_grad_fraction_max, buffer_diff_max;
+  double zero_grad_fraction_max, buffer_diff_max, loss_op_drift_max;
+  dl_loader *loader;       /* this epoch's batches (data.workers threads) */
   uint64_t last_order_hash;
+  int64_t last_order_epoch; /* epoch whose order was loaded last */
   int64_t order_repeats;
   bool stats_now;          /* record layer statistics in this step */
   int nstat;
@@ -63,6 +65,7 @@ void dlc_rank_teardown(dlc_rank *r);
 dl_status dlc_rank_build_model(dlc_rank *r, bool changed_architecture);
 dl_status dlc_rank_next_batch(dlc_rank *r, dl_batch *dst);
 void dlc_rank_train_modes(dlc_rank *r);
+void dlc_rank_reset_data(dlc_rank *r);
 /* runner_step.c */
 dl_status dlc_train_step(dlc_rank *r);
 /* runner_eval.c */

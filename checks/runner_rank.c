@@ -117,6 +117,7 @@ dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank) {
   r->world = sh->cfg->parallel.world;
   r->comm = sh->comms[rank];
   dl_comm_set_arrival_order(r->comm, r->cfg->bug.unordered_reduction);
+  r->last_order_epoch = -2;
   const dlc_precision_config *pc = &r->cfg->precision;
   dl_scaler_init(&r->scaler,
                  pc->scaler == DLC_SCALER_DYNAMIC  ? DL_SCALER_DYNAMIC
@@ -139,7 +140,7 @@ void dlc_rank_teardown(dlc_rank *r) {
   if (r->micro)
     for (int k = 0; k < r->cfg->accumulation; k++) dl_batch_free(&r->micro[k]);
   free(r->micro);
-  dl_indices_free(&r->order);
+  dlc_rank_reset_data(r);
   free(r->flat);
   free(r->stat_names);
   free(r->stat_vals);
@@ -155,34 +156,65 @@ static dl_status load_epoch(dlc_rank *r) {
   int64_t epoch = r->cfg->bug.no_set_epoch ? 0 : r->epoch;
   DL_TRY(dl_sampler_indices(&s, epoch, &r->order));
   uint64_t h = dlc_digest(r->order.v, (size_t)r->order.n * sizeof *r->order.v);
-  if (r->epoch > 0 && h == r->last_order_hash) r->order_repeats++;
+  if (r->epoch == r->last_order_epoch + 1 && h == r->last_order_hash) r->order_repeats++;
   r->last_order_hash = h;
+  r->last_order_epoch = r->epoch;
   return DL_OK;
+}
+
+/* Forgets the data position's derived state (order, loader), e.g. after a
+ * checkpoint restore changed epoch and position. */
+void dlc_rank_reset_data(dlc_rank *r) {
+  dl_loader_destroy(r->loader);
+  r->loader = NULL;
+  dl_indices_free(&r->order);
+}
+
+/* The loader for the rest of the current epoch, from r->pos on. Batches
+ * depend only on the index list, never on the worker count. */
+static dl_status open_loader(dlc_rank *r) {
+  const dlc_data_config *d = &r->cfg->data;
+  dl_augment aug = {.hflip = r->sh->train.x.ndim == 4, .noise_std = 0.05f};
+  dl_loader_opts o = {.batch = d->batch, .drop_last = d->drop_last, .workers = d->workers,
+                      .aug = d->augment ? &aug : NULL, .epoch = r->epoch,
+                      .seed = r->cfg->seed};
+  return dl_loader_create(&r->loader, &r->sh->train, r->order.v + r->pos, r->order.n - r->pos,
+                          &o);
+}
+
+static void copy_rows(dl_tensor *dst, const dl_tensor *src, int64_t cap, int64_t rows) {
+  if (!src->data) return;
+  size_t row = dl_tensor_bytes(src) / (size_t)cap;
+  memcpy(dst->data, src->data, row * (size_t)rows);
 }
 
 /* The next micro-batch of this rank: a short last batch of an epoch is
  * returned as is (drop_last off) or skipped (on), as PyTorch's DataLoader. */
 dl_status dlc_rank_next_batch(dlc_rank *r, dl_batch *dst) {
-  int64_t B = r->cfg->data.batch;
   for (;;) {
     if (!r->order.v) DL_TRY(load_epoch(r));
-    int64_t left = r->order.n - r->pos;
-    if (left > 0 && (left >= B || !r->cfg->data.drop_last)) break;
+    if (!r->loader) DL_TRY(open_loader(r));
+    const dl_batch *b;
+    DL_TRY(dl_loader_next(r->loader, &b));
+    if (b) {
+      copy_rows(&dst->x, &b->x, b->capacity, b->n);
+      copy_rows(&dst->y, &b->y, b->capacity, b->n);
+      copy_rows(&dst->lengths, &b->lengths, b->capacity, b->n);
+      memcpy(dst->ids, b->ids, (size_t)b->n * sizeof *b->ids);
+      dst->n = b->n;
+      if (r->epoch == 0)
+        for (int64_t i = 0; i < b->n; i++) r->sh->seen[r->rank][b->ids[i]]++;
+      r->pos += b->n;
+      return DL_OK;
+    }
     if (r->pos == 0)
       return dl_fail(DL_ERR_INVALID,
                      "rank %d: an epoch has %lld samples, fewer than one batch of %lld "
                      "with drop_last: use more data or a smaller batch",
-                     r->rank, (long long)r->order.n, (long long)B);
+                     r->rank, (long long)r->order.n, (long long)r->cfg->data.batch);
     if (r->epoch == 0 && r->rank == 0) r->sh->epoch0_done = true;
     r->epoch++;
     r->pos = 0;
-    dl_indices_free(&r->order);
+    dlc_rank_reset_data(r);
   }
-  int64_t take = r->order.n - r->pos < B ? r->order.n - r->pos : B;
-  const int64_t *idx = r->order.v + r->pos;
-  DL_TRY(dl_dataset_gather(&r->sh->train, idx, take, dst));
-  if (r->epoch == 0)
-    for (int64_t i = 0; i < take; i++) r->sh->seen[r->rank][idx[i]]++;
-  r->pos += take;
-  return DL_OK;
 }

@@ -114,7 +114,33 @@ dl_status dlc_record_initial(dlc_rank *r) {
   if (r->rank != 0) return DL_OK;
   for (int i = 0; i < r->nparams; i++)
     DL_TRY(add_final(r->sh->trace, "init", r->params[i]->name, &r->params[i]->value));
+  for (int i = 0; i < dl_model_num_buffers(r->model); i++) {
+    dl_buffer *b = dl_model_buffer(r->model, i);
+    DL_TRY(add_final(r->sh->trace, "init_buffer", b->name, &b->value));
+  }
   return DL_OK;
+}
+
+/* M4: how far the statistics of BatchNorm layers with frozen parameters
+ * moved during training (they should not move at all). */
+static double frozen_buffer_change(dlc_rank *r) {
+  double worst = 0;
+  for (int i = 0; i < dl_model_num_layers(r->model); i++) {
+    dl_layer *l = dl_model_layer(r->model, i);
+    bool bn = l->desc.kind == DL_BATCHNORM1D || l->desc.kind == DL_BATCHNORM2D;
+    if (!bn || !l->nparams || l->params[0].requires_grad) continue;
+    for (int k = 0; k < l->nbuffers; k++) {
+      char name[DLC_NAME_MAX];
+      snprintf(name, sizeof name, "init_buffer/%s", l->buffers[k].name);
+      const dl_tensor *b0 = dlc_trace_final(r->sh->trace, name), *b = &l->buffers[k].value;
+      if (!b0 || b->dtype != DL_F32 || b0->numel != b->numel) continue;
+      for (int64_t j = 0; j < b->numel; j++) {
+        double d = fabs((double)dl_f32(b)[j] - (double)dl_f32(b0)[j]);
+        worst = d > worst ? d : worst;
+      }
+    }
+  }
+  return worst;
 }
 
 dl_status dlc_record_final(dlc_rank *r) {
@@ -140,5 +166,7 @@ dl_status dlc_record_final(dlc_rank *r) {
   DL_TRY(dlc_trace_set_metric(t, "rank_buffer_max_diff", r->buffer_diff_max));
   DL_TRY(dlc_trace_set_metric(t, "epoch_order_repeats", (double)r->order_repeats));
   DL_TRY(dlc_trace_set_metric(t, "epochs_started", (double)r->epoch + 1));
+  DL_TRY(dlc_trace_set_metric(t, "loss_op_drift", r->loss_op_drift_max));
+  DL_TRY(dlc_trace_set_metric(t, "frozen_buffer_change", frozen_buffer_change(r)));
   return DL_OK;
 }

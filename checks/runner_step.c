@@ -72,6 +72,19 @@ static dl_status sync_buffers(dlc_rank *r) {
   return DL_OK;
 }
 
+/* A4: the loss op run in half precision. The same loss in float32 from the
+ * same logits says how much of the drift the loss op itself adds. */
+static dl_status loss_op_drift(dlc_rank *r, const dl_ce_desc *ce, const dl_tensor *logits,
+                               const dl_tensor *targets, float loss) {
+  dl_ce_desc exact = *ce;
+  exact.half_dtype = 0;
+  float l32;
+  DL_TRY(dl_cross_entropy(&exact, logits, targets, &l32, NULL, NULL));
+  double drift = fabs((double)loss - (double)l32) / (fabs((double)l32) + 1e-30);
+  if (drift > r->loss_op_drift_max || isnan(drift)) r->loss_op_drift_max = drift;
+  return DL_OK;
+}
+
 static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double *loss) {
   const dlc_run_config *c = r->cfg;
   int64_t ids[b->n > 0 ? b->n : 1];
@@ -86,7 +99,8 @@ static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double
   dl_ce_desc ce = dl_ce_default();
   ce.half_dtype = c->precision.loss_half;
   float k_div = c->bug.loss_not_divided ? 1.0f : (float)c->accumulation;
-  ce.grad_scale = dl_scaler_factor(&r->scaler) / k_div;
+  float scale = dl_scaler_factor(&r->scaler) * c->loss_weight;
+  ce.grad_scale = scale / k_div;
   dl_tensor weights = {0};
   if (tokens > 0 && !c->bug.token_mean_per_micro) {
     /* Mean over all tokens of the accumulated (and data-parallel) batch:
@@ -96,18 +110,19 @@ static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double
       dl_f32(&weights)[i] = (float)r->world / tokens;
     ce.reduction = DL_REDUCTION_SUM;
     ce.row_weight = &weights;
-    ce.grad_scale = dl_scaler_factor(&r->scaler);
+    ce.grad_scale = scale;
   }
   dl_tensor dlogits = {0};
   float l = 0;
   dl_status s = dl_cross_entropy(&ce, out, &y, &l, NULL, &dlogits);
+  if (!s && ce.half_dtype) s = loss_op_drift(r, &ce, out, &y, l);
   if (!s) s = dl_model_backward(r->model, &ctx, &dlogits);
   dl_tensor_free(&dlogits);
   dl_tensor_free(&weights);
   dl_model_release(r->model);
   /* Token weights make l a share of the whole step's loss; scale it so that
    * the step's mean over micro-batches and ranks gives the token mean. */
-  *loss = ce.row_weight ? (double)l * c->accumulation : l;
+  *loss = (ce.row_weight ? (double)l * c->accumulation : l) * c->loss_weight;
   return s;
 }
 

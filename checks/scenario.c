@@ -403,9 +403,16 @@ static dl_status check_name(const yu_val *v, const char *what, const char *name,
   return DL_OK;
 }
 
+/* Keys that yu_apply already required; failing here again keeps every
+ * path safe on its own. */
+static dl_status find_key(const yu_val *map, const char *key, yu_val *v) {
+  if (yu_map_find(map, key, v)) return DL_OK;
+  return yu_fail(map, DL_ERR_FORMAT, "missing required key '%s'", key);
+}
+
 static dl_status read_name(const yu_val *map, const char *key, char *dst, size_t size,
                            const char *what, yu_val *v) {
-  if (!yu_map_find(map, key, v)) return yu_fail(map, DL_ERR_FORMAT, "missing required key '%s'", key);
+  DL_TRY(find_key(map, key, v));
   DL_TRY(yu_str(v, dst, size, false));
   return what ? check_name(v, what, dst, false) : DL_OK;
 }
@@ -434,10 +441,10 @@ static dl_status read_header(loader *L, const char *dir) {
   char folder[DLC_NAME_MAX + 8];
   folder_name(dir, folder, sizeof folder);
   if (strcmp(folder, s->name) != 0)
-    return yu_fail(&v, DL_ERR_INVALID, "name '%s' must equal the scenario's folder name '%s'",
-                   s->name, folder);
+    return yu_fail(&v, DL_ERR_INVALID, "must equal the scenario's folder name '%s', got '%s'",
+                   folder, s->name);
   yu_val d;
-  yu_map_find(&L->root, "description", &d);
+  DL_TRY(find_key(&L->root, "description", &d));
   DL_TRY(yu_str(&d, s->description, sizeof s->description, false));
   size_t n = strlen(s->description);
   while (n > 0 && (s->description[n - 1] == '\n' || s->description[n - 1] == ' ')) n--;
@@ -450,7 +457,7 @@ static dl_status read_header(loader *L, const char *dir) {
 static dl_status read_runs(loader *L) {
   dlc_scenario *s = &L->os->pub;
   yu_val runs, item;
-  yu_map_find(&L->root, "runs", &runs);
+  DL_TRY(find_key(&L->root, "runs", &runs));
   DL_TRY(yu_expect_mapping(&runs));
   void *it = NULL;
   for (;;) {
@@ -544,10 +551,10 @@ static dl_status unknown_kind(const yu_val *v, const char *kind) {
 /* Kind registered, runs named, b exactly when the kind compares two runs. */
 static dl_status check_refs(const loader *L, const yu_val *item, const dlc_check_spec *c) {
   yu_val v;
-  yu_map_find(item, "kind", &v);
+  DL_TRY(find_key(item, "kind", &v));
   const dlc_check_kind *k = dlc_check_kind_find(c->kind);
   if (!k) return unknown_kind(&v, c->kind);
-  yu_map_find(item, "a", &v);
+  DL_TRY(find_key(item, "a", &v));
   DL_TRY(need_run(L, &v, c->a));
   bool has_b = yu_map_find(item, "b", &v);
   if (k->needs_two && !has_b)
@@ -565,7 +572,7 @@ static dl_status read_check(loader *L, const yu_val *item, int i) {
   c->tol = dlc_tolerance_default(DL_F32);
   DL_TRY(yu_apply(item, check_fields, COUNT(check_fields), c, L, true, NULL));
   yu_val v;
-  yu_map_find(item, "name", &v);
+  DL_TRY(find_key(item, "name", &v));
   DL_TRY(check_name(&v, "check", c->name, false));
   for (int j = 0; j < i; j++)
     if (!strcmp(s->checks[j].name, c->name))
@@ -575,7 +582,7 @@ static dl_status read_check(loader *L, const yu_val *item, int i) {
 
 static dl_status read_checks(loader *L) {
   yu_val checks;
-  yu_map_find(&L->root, "checks", &checks);
+  DL_TRY(find_key(&L->root, "checks", &checks));
   int count;
   DL_TRY(yu_seq_count(&checks, 1, DLC_MAX_CHECKS, &count));
   for (int i = 0; i < count; i++) {
@@ -638,20 +645,20 @@ static dl_status pitfall_runs(const loader *L, const yu_val *item, bool applies[
 static dl_status check_pitfall(const loader *L, const yu_val *item, const pitfall_src *p, int i) {
   const dlc_scenario *s = &L->os->pub;
   yu_val v;
-  yu_map_find(item, "id", &v);
+  DL_TRY(find_key(item, "id", &v));
   if (!is_pitfall_id(p->id))
     return yu_fail(&v, DL_ERR_INVALID, "'%s' is not a catalogue ID (a capital letter and digits, "
                                        "as G1 or D7; see PITFALLS.md)", p->id);
-  if (!yu_map_find(item, "name", &v)) yu_map_find(item, "id", &v);
+  if (!yu_map_find(item, "name", &v)) DL_TRY(find_key(item, "id", &v));
   DL_TRY(check_name(&v, "pitfall", p->name, false));
   for (int j = 0; j < i; j++)
     if (!strcmp(s->variants[j].name, p->name))
       return yu_fail(&v, DL_ERR_INVALID, "duplicate pitfall name '%s' (also pitfalls[%d]); give "
                                          "each a distinct name",
                      p->name, j);
-  yu_map_find(item, "caught_by", &v);
+  DL_TRY(find_key(item, "caught_by", &v));
   if (find_check(s, p->caught_by) < 0)
-    return yu_fail(&v, DL_ERR_INVALID, "caught_by names no check: '%s'", p->caught_by);
+    return yu_fail(&v, DL_ERR_INVALID, "no check is named '%s'", p->caught_by);
   return DL_OK;
 }
 
@@ -665,7 +672,7 @@ static dl_status read_pitfall(loader *L, const yu_val *item, int i) {
   bool applies[DLC_MAX_RUNS];
   DL_TRY(pitfall_runs(L, item, applies));
   yu_val ov, first;
-  yu_map_find(item, "overrides", &ov);
+  DL_TRY(find_key(item, "overrides", &ov));
   DL_TRY(yu_expect_mapping(&ov));
   if (!yu_map_find(&ov, NULL, &first))
     return yu_fail(&ov, DL_ERR_INVALID, "is empty; a pitfall variant must change something");

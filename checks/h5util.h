@@ -1,0 +1,99 @@
+/* Small HDF5 helpers for the harness's own files (traces, goldens):
+ * attributes, numeric datasets and fixed-length string arrays, written
+ * without timestamps (same content, same bytes) and read back with every
+ * type, rank and size checked before a byte is allocated or copied.
+ *
+ * Messages name the object as "FILE:/group/name": callers pass `where`, the
+ * object holding the attribute or dataset ("out.h5:/series", or "out.h5:"
+ * for the root group). Write failures are DL_ERR_IO; anything missing,
+ * mistyped or inconsistent on reading is DL_ERR_FORMAT.
+ *
+ * The engine's state_dict.c keeps its HDF5 plumbing static; the quiet/reason
+ * pair here mirrors it. */
+#ifndef DLC_H5UTIL_H
+#define DLC_H5UTIL_H
+
+#include "status.h"
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* HDF5 prints its error stack by default; callers report through dl_fail,
+ * so printing is off between begin and end (the old handler comes back). */
+typedef struct dlc_h5_quiet {
+  H5E_auto2_t fn;
+  void *data;
+} dlc_h5_quiet;
+
+dlc_h5_quiet dlc_h5_quiet_begin(void);
+void dlc_h5_quiet_end(dlc_h5_quiet q);
+/* The innermost message of HDF5's error stack, into buf; returns buf. */
+const char *dlc_h5_reason(char buf[160]);
+
+/* ---- groups -------------------------------------------------------------- */
+
+/* A new group `name` under parent, tracking creation order, no timestamps. */
+dl_status dlc_h5_group_create(hid_t parent, const char *where, const char *name, hid_t *g);
+/* An existing group; DL_ERR_FORMAT if absent or not a group. */
+dl_status dlc_h5_group_open(hid_t parent, const char *where, const char *name, hid_t *g);
+/* Number of links in group g, and the name of the i-th in creation order
+ * (name order where the file does not track creation). *name is malloc'd. */
+dl_status dlc_h5_group_count(hid_t g, const char *where, int64_t *n);
+dl_status dlc_h5_link_name(hid_t g, const char *where, int64_t i, char **name);
+
+/* ---- attributes ----------------------------------------------------------- */
+
+dl_status dlc_h5_attr_write_str(hid_t obj, const char *where, const char *name,
+                                const char *value);
+dl_status dlc_h5_attr_write_u64(hid_t obj, const char *where, const char *name, uint64_t v);
+dl_status dlc_h5_attr_write_i64(hid_t obj, const char *where, const char *name, int64_t v);
+/* A 1-D array of n fixed-length strings. */
+dl_status dlc_h5_attr_write_strs(hid_t obj, const char *where, const char *name, int n,
+                                 const char *const *v);
+
+/* A scalar string attribute copied into buf; DL_ERR_FORMAT if it does not
+ * fit in len bytes (NUL included). */
+dl_status dlc_h5_attr_read_str(hid_t obj, const char *where, const char *name, char *buf,
+                               size_t len);
+/* A scalar integer attribute of any integer type whose value fits. */
+dl_status dlc_h5_attr_read_u64(hid_t obj, const char *where, const char *name, uint64_t *v);
+dl_status dlc_h5_attr_read_i64(hid_t obj, const char *where, const char *name, int64_t *v);
+
+/* ---- numeric datasets ------------------------------------------------------ */
+
+typedef enum { DLC_H5_F64, DLC_H5_U64 } dlc_h5_num;
+
+/* A dataset of rank 1 or 2 (dims[0..rank-1]) holding float64 or uint64. */
+dl_status dlc_h5_write_num(hid_t loc, const char *where, const char *name, dlc_h5_num type,
+                           int rank, const hsize_t *dims, const void *data);
+/* Reads a dataset that must be exactly `type` (float64 / uint64, any byte
+ * order) of rank `rank`; dims are filled, *data is malloc'd (NULL when
+ * empty) and bit-exact. */
+dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5_num type,
+                          int rank, hsize_t *dims, void **data);
+
+/* ---- string datasets ------------------------------------------------------- */
+
+/* n fixed-length strings, as wide as the longest; staged in accounted
+ * memory (dl_mem_alloc). */
+dl_status dlc_h5_write_strs(hid_t loc, const char *where, const char *name, int64_t n,
+                            const char *const *v);
+
+/* Strings read from a 1-D fixed-length string dataset. */
+typedef struct dlc_h5_strs {
+  int64_t n;
+  size_t width;
+  char *data; /* n * width bytes, each string NUL-padded or terminated */
+} dlc_h5_strs;
+
+dl_status dlc_h5_read_strs(hid_t loc, const char *where, const char *name, dlc_h5_strs *out);
+/* String i copied into dst; DL_ERR_FORMAT naming where/name if it does not
+ * fit in len bytes. */
+dl_status dlc_h5_strs_get(const dlc_h5_strs *s, int64_t i, const char *where,
+                          const char *name, char *dst, size_t len);
+/* String i as a new malloc'd string (NULL with a message on failure). */
+char *dlc_h5_strs_dup(const dlc_h5_strs *s, int64_t i);
+void dlc_h5_strs_free(dlc_h5_strs *s); /* leaves s empty; safe on empty */
+
+#endif

@@ -1,0 +1,104 @@
+/* Reports of scenario results: terminal text, JSON (machines), JUnit XML
+ * (CI) and one self-contained HTML page with SVG plots (people).
+ *
+ * Every file report is written under a temporary name in the target folder
+ * and renamed into place when complete, so a killed run never leaves half a
+ * report. Text from results (evidence, names) is escaped for each format;
+ * bytes that are not valid UTF-8 (evidence cut mid-character by a fixed
+ * buffer) become U+FFFD, and control characters that XML cannot carry
+ * become U+FFFD there.
+ *
+ * JSON structure (report.json; "format_version" changes when it does):
+ *   { "format": "dlcheck-report", "format_version": 1,
+ *     "environment": <env_json as passed, or null>,
+ *     "summary": { "scenarios", "passed", "failed", "skipped", "ok", "seconds" },
+ *     "scenarios": [ {
+ *       "name", "description", "backend", "ok",
+ *       "checks": [ VERDICT... ],
+ *       "golden": { "present": bool, VERDICT fields },
+ *       "pitfalls": [ { "id", "variant", "description", "caught", "check",
+ *                       "verdict", "evidence", "step", "tensor", "layer",
+ *                       "max_abs", "max_rel", "max_ulp", "value",
+ *                       "threshold", "others": [ VERDICT... ] } ],
+ *       "runs": [ { "name", "steps", "final": { SERIES: last value },
+ *                   "metrics": { NAME: value } } ],
+ *       "timing": { "seconds", "checks_seconds" } } ] }
+ *   VERDICT = { "name", "verdict", "evidence", "step", "tensor", "layer",
+ *               "max_abs", "max_rel", "max_ulp", "value", "threshold",
+ *               "seconds" }
+ *   "verdict" is "pass", "fail", "expected_divergence" or "error". Numbers
+ *   that do not apply (NaN, step -1, empty tensor/layer) and non-finite
+ *   numbers are null; doubles are written with the fewest digits that read
+ *   back to the same double. */
+#ifndef DLC_REPORT_H
+#define DLC_REPORT_H
+
+#include "result.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One line per check, per pitfall variant and for the golden comparison, a
+ * summary line per scenario and a final "N passed, N failed" line. Evidence
+ * of passing checks only when verbose; ANSI colour only when color (the
+ * caller knows whether out is a terminal). */
+dl_status dlc_report_text(FILE *out, const dlc_scenario_result *results, int n, bool color,
+                          bool verbose);
+
+/* env_json: the environment fingerprint as a JSON value, or NULL. */
+dl_status dlc_report_json(const char *path, const dlc_scenario_result *results, int n,
+                          const char *env_json);
+/* <testsuites>, one <testsuite> per scenario; one <testcase> per check, per
+ * pitfall variant ("pitfall G1 (variant)", a <failure> when missed) and for
+ * the golden comparison (<skipped> without a golden). Valid against
+ * tests/data/junit.xsd (the Jenkins/Ant JUnit schema). */
+dl_status dlc_report_junit(const char *path, const dlc_scenario_result *results, int n);
+/* One page, no scripts, no external resources: environment, a table of
+ * checks and pitfalls per scenario, and SVG plots of loss curves, per-step
+ * divergence from the reference run and per-layer divergence. */
+dl_status dlc_report_html(const char *path, const dlc_scenario_result *results, int n,
+                          const char *env_json);
+
+/* report.json, junit.xml and report.html in dir (created, with its
+ * parents, if missing). */
+dl_status dlc_report_write_all(const char *dir, const dlc_scenario_result *results, int n,
+                               const char *env_json);
+
+/* ---- for the report writers (checks/report_*.c) ------------------------ */
+
+/* A report file being written: FILE on tmp, renamed to path on success. */
+typedef struct dlc_report_file {
+  FILE *f;
+  char path[DLC_PATH_MAX];
+  char tmp[DLC_PATH_MAX + 16];
+} dlc_report_file;
+
+/* Checks the arguments every writer takes, then opens a temporary file
+ * beside path. `what` names the report in messages ("JSON report"). */
+dl_status dlc_report_file_open(dlc_report_file *rf, const char *path, const char *what,
+                               const dlc_scenario_result *results, int n);
+/* Completes the file: with s == DL_OK, flushes, checks for write errors and
+ * renames it into place; otherwise (or on any error) removes it. Returns
+ * the first failure. */
+dl_status dlc_report_file_close(dlc_report_file *rf, dl_status s);
+
+/* Decodes one UTF-8 character at s (s[0] != 0): its code point in *cp and
+ * the bytes it takes. Invalid or truncated sequences give U+FFFD and 1. */
+int dlc_utf8_next(const char *s, uint32_t *cp);
+/* Writes code point cp as UTF-8. */
+void dlc_utf8_put(FILE *f, uint32_t cp);
+/* s escaped as XML character data or attribute value (&amp; &lt; &gt;
+ * &quot; &apos;; tab, newline and CR as character references in
+ * attributes, where a parser would otherwise normalise them to spaces;
+ * other control characters, which XML 1.0 forbids, as U+FFFD). */
+void dlc_xml_text(FILE *f, const char *s, bool attribute);
+
+/* The short label of a verdict in reports: "PASS", "FAIL", "EXPECTED", "ERROR". */
+const char *dlc_report_label(dlc_verdict_kind k);
+/* Counts over all results: passed (pass, expected divergence, pitfall
+ * caught), failed (fail, error, pitfall missed), skipped (no golden). */
+void dlc_report_count(const dlc_scenario_result *results, int n, int *passed, int *failed,
+                      int *skipped);
+
+#endif
