@@ -95,10 +95,10 @@ static void put_word(wrapper *w, const char *s, size_t len, int width) {
   w->sep = " ";
 }
 
-/* text from column col (two spaces after what is there), continuation lines
- * indented to HANG; newlines in text start new lines. */
-static void put_wrapped(FILE *out, int col, const char *text) {
-  wrapper w = {.out = out, .col = col, .line_empty = false, .sep = "  "};
+/* text from column col (after sep), continuation lines indented to HANG;
+ * newlines in text start new lines. */
+static void put_wrapped(FILE *out, int col, const char *sep, const char *text) {
+  wrapper w = {.out = out, .col = col, .line_empty = false, .sep = sep};
   for (const char *s = text; *s;) {
     if (*s == '\n') {
       new_line(&w);
@@ -130,7 +130,7 @@ static void put_line(FILE *out, const char *label, const char *colour, bool colo
   int col = put_label(out, label, colour, color);
   fputs(name, out);
   col += (int)strlen(name);
-  if (evidence && evidence[0]) put_wrapped(out, col, evidence);
+  if (evidence && evidence[0]) put_wrapped(out, col, "  ", evidence);
   else fputc('\n', out);
 }
 
@@ -167,16 +167,16 @@ static void put_pitfall(FILE *out, const dlc_pitfall_outcome *p, bool color, boo
   put_line(out, p->caught ? "caught" : "MISSED", p->caught ? GREEN : RED, color, name, evidence);
   if (verbose && p->description[0]) {
     fprintf(out, "%*s", HANG - 2, "");
-    put_wrapped(out, HANG - 2, p->description);
+    put_wrapped(out, HANG - 2, "  ", p->description);
   }
 }
 
 static void put_scenario(FILE *out, const dlc_scenario_result *r, bool color, bool verbose) {
-  fprintf(out, "%s%s%s (%s)", color ? BOLD : "", r->scenario, color ? RESET : "",
-          r->backend[0] ? r->backend : "?");
+  const char *backend = r->backend[0] ? r->backend : "?";
+  fprintf(out, "%s%s%s (%s)", color ? BOLD : "", r->scenario, color ? RESET : "", backend);
   if (r->description[0]) {
     fputc(':', out);
-    put_wrapped(out, (int)(strlen(r->scenario) + strlen(r->backend) + 4), r->description);
+    put_wrapped(out, (int)(strlen(r->scenario) + strlen(backend) + 4), " ", r->description);
   } else fputc('\n', out);
   for (int i = 0; i < r->nchecks; i++) put_check(out, r->scenario, &r->checks[i], color, verbose);
   put_golden(out, r, color, verbose);

@@ -158,7 +158,17 @@ static dl_status restore_state(dlc_rank *r, const ckpt_paths *paths, progress_st
   dl_status s = record_load(r, load, &rep);
   dl_load_report_free(&rep);
   DL_TRY(s);
-  if (c->optimizer) DL_TRY(save_or_load_optimizer(r, paths->optim, false));
+  if (c->optimizer) {
+    dl_status os = save_or_load_optimizer(r, paths->optim, false);
+    if (os != DL_OK && os != DL_ERR_INVALID) return os;
+    if (os != DL_OK && r->rank == 0) {
+      /* Moments of another architecture: training goes on with fresh ones. */
+      double problems = 0;
+      dlc_trace_metric(r->sh->trace, "ckpt_problems", &problems);
+      DL_TRY(dlc_trace_set_metric(r->sh->trace, "ckpt_problems", problems + 1));
+      DL_TRY(dlc_trace_set_note(r->sh->trace, "checkpoint_optimizer", dl_last_error()));
+    }
+  }
   const dlc_precision_config *pc = &r->cfg->precision;
   dl_scaler_init(&r->scaler, r->scaler.mode, pc->init_scale, pc->growth_factor,
                  pc->backoff_factor, pc->growth_interval);

@@ -42,8 +42,11 @@ static dl_status eval_batches(dlc_rank *r, const dl_indices *idx, dl_batch *b,
     x.numel = x.numel / b->capacity * take;
     y.numel = y.numel / b->capacity * take;
     x.shape[0] = y.shape[0] = take;
+    /* Every inference call draws its own noise, as each forward call in
+     * PyTorch does: dropout left on (M1) shows up as outputs that vary. */
     dl_ctx ctx = {.grad_enabled = !no_grad, .autocast = r->cfg->precision.autocast,
-                  .seed = r->cfg->seed, .step = r->step, .sample_ids = b->ids};
+                  .seed = r->cfg->seed, .step = ((int64_t)1 << 40) + r->inference_calls,
+                  .sample_ids = b->ids};
     const dl_tensor *out;
     DL_TRY(dl_model_forward(r->model, &ctx, &x, &out));
     score(out, &y, take, res);
@@ -70,6 +73,7 @@ static dl_status eval_pass(dlc_rank *r, bool eval_mode, bool no_grad, eval_resul
   dl_mem_reset_peak();
   if (!st) st = eval_batches(r, &idx, &b, no_grad, res, keep_first);
   res->peak = dl_mem_peak() - base;
+  r->inference_calls++;
   dlc_rank_train_modes(r);
   dl_batch_free(&b);
   dl_indices_free(&idx);

@@ -40,6 +40,7 @@ typedef struct dlc_rank {
   dl_sampler sampler;
   int64_t epoch, pos;
   uint64_t rng_offset;     /* D8: bumped by evaluation when the bug is on */
+  int64_t inference_calls; /* keys the noise of each inference pass */
   dl_indices order;
   dl_batch *micro;         /* accumulation micro-batches, cfg->accumulation */
   float *flat;             /* gradients or buffers flattened for collectives */

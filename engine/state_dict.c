@@ -205,12 +205,11 @@ dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path) {
   hid_t fcpl = group_create_plist(H5P_FILE_CREATE);
   hid_t fapl = file_access_plist();
   a->file = H5Fcreate(a->tmp, H5F_ACC_TRUNC, fcpl, fapl);
+  char why[160];
+  if (a->file < 0)
+    s = dl_fail(DL_ERR_IO, "cannot create HDF5 file %s (%s)", a->tmp, h5_reason(why));
   H5Pclose(fcpl);
   H5Pclose(fapl);
-  if (a->file < 0) {
-    char why[160];
-    s = dl_fail(DL_ERR_IO, "cannot create HDF5 file %s (%s)", a->tmp, h5_reason(why));
-  }
   quiet_end(q);
   if (s != DL_OK) dl_h5_atomic_abort(a);
   return s;
@@ -281,13 +280,12 @@ dl_status dl_h5_open_read(const char *path, hid_t *file) {
   h5_quiet q = quiet_begin();
   hid_t fapl = file_access_plist();
   *file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-  H5Pclose(fapl);
   dl_status s = DL_OK;
-  if (*file < 0) {
-    char why[160];
+  char why[160];
+  if (*file < 0)
     s = dl_fail(DL_ERR_FORMAT, "%s is not an HDF5 file or is damaged (%s)", path,
                 h5_reason(why));
-  }
+  H5Pclose(fapl);
   quiet_end(q);
   return s;
 }
@@ -343,12 +341,14 @@ static dl_status write_dataset(hid_t grp, const char *path, const char *group,
   return s;
 }
 
-static hid_t create_group(hid_t file, const char *group) {
+/* On failure, why = HDF5's reason (taken before the cleanup clears it). */
+static hid_t create_group(hid_t file, const char *group, char why[160]) {
   if (strcmp(group, "/") == 0) return H5Gopen2(file, "/", H5P_DEFAULT);
   hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
   hid_t gcpl = group_create_plist(H5P_GROUP_CREATE);
   H5Pset_create_intermediate_group(lcpl, 1);
   hid_t g = H5Gcreate2(file, group, lcpl, gcpl, H5P_DEFAULT);
+  if (g < 0) h5_reason(why);
   H5Pclose(lcpl);
   H5Pclose(gcpl);
   return g;
@@ -360,12 +360,11 @@ dl_status dl_state_write_group(hid_t file, const char *path, const char *group,
   DL_TRY(check_items(path, items, n));
   h5_quiet q = quiet_begin();
   dl_status s = DL_OK;
-  hid_t g = create_group(file, group);
-  if (g < 0) {
-    char why[160];
+  char why[160];
+  hid_t g = create_group(file, group, why);
+  if (g < 0)
     s = dl_fail(DL_ERR_IO, "cannot create group %s in %s (%s; does it exist already?)",
-                group, path, h5_reason(why));
-  }
+                group, path, why);
   for (int i = 0; s == DL_OK && i < n; i++)
     s = write_dataset(g, path, group, items[i].name, items[i].tensor);
   if (g >= 0) H5Gclose(g);
@@ -530,15 +529,15 @@ static dl_status read_dataset(hid_t g, const char *path, const char *group,
   herr_t rc = ds >= 0 && type >= 0
                   ? H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data)
                   : -1;
+  char why[160];
+  dl_status s = DL_OK;
+  if (rc < 0)
+    s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s: cannot read the data (%s); the file may be "
+                "truncated or damaged", path, group, sep(group), e->name, h5_reason(why));
   if (type >= 0) H5Tclose(type);
   if (ds >= 0) H5Dclose(ds);
-  if (rc < 0) {
-    char why[160];
-    dl_tensor_free(t);
-    return dl_fail(DL_ERR_FORMAT, "%s:%s%s%s: cannot read the data (%s); the file "
-                   "may be truncated or damaged", path, group, sep(group), e->name, h5_reason(why));
-  }
-  return DL_OK;
+  if (s != DL_OK) dl_tensor_free(t);
+  return s;
 }
 
 static dl_status check_dtype(const char *path, const char *group, const stored *e,

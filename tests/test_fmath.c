@@ -179,6 +179,13 @@ static void sin_cos_near_multiples_of_half_pi(void **state) {
   assert_true(s.max_ulp <= 1.0 && c.max_ulp <= 1.0);
 }
 
+/* The double references need long double's extra bits; valgrind, for one,
+ * computes long double in double precision. */
+static int long_double_is_wider(void) {
+  volatile long double one = 1.0L, tiny = 0x1p-60L;
+  return one + tiny != one;
+}
+
 /* Double functions against long double libm, in double ulps. */
 static double sweep_double(const char *name, double_fn f, long double (*ref)(long double),
                            double lo, double hi, int n, int geometric) {
@@ -201,12 +208,16 @@ static double sweep_double(const char *name, double_fn f, long double (*ref)(lon
 
 static void double_exp_and_log_within_one_ulp(void **state) {
   (void)state;
-  assert_true(sweep_double("exp", dl_exp, expl, -745.0, 709.78, 400000, 0) <= 1.0);
-  assert_true(sweep_double("exp", dl_exp, expl, -0.7, 0.7, 200000, 0) <= 1.0);
-  assert_true(sweep_double("exp", dl_exp, expl, 1e-12, 1e-7, 10000, 1) <= 1.0);
-  assert_true(sweep_double("log", dl_log, logl, 1e-320, 1e300, 400000, 1) <= 1.0);
-  assert_true(sweep_double("log", dl_log, logl, 0.5, 2.0, 200000, 0) <= 1.0);
-  assert_true(sweep_double("log", dl_log, logl, 1.0 - 1e-9, 1.0 + 1e-9, 20000, 0) <= 1.0);
+  if (!long_double_is_wider()) {
+    printf("long double is no wider than double here: ulp bounds not checked\n");
+  } else {
+    assert_true(sweep_double("exp", dl_exp, expl, -745.0, 709.78, 400000, 0) <= 1.0);
+    assert_true(sweep_double("exp", dl_exp, expl, -0.7, 0.7, 200000, 0) <= 1.0);
+    assert_true(sweep_double("exp", dl_exp, expl, 1e-12, 1e-7, 10000, 1) <= 1.0);
+    assert_true(sweep_double("log", dl_log, logl, 1e-320, 1e300, 400000, 1) <= 1.0);
+    assert_true(sweep_double("log", dl_log, logl, 0.5, 2.0, 200000, 0) <= 1.0);
+    assert_true(sweep_double("log", dl_log, logl, 1.0 - 1e-9, 1.0 + 1e-9, 20000, 0) <= 1.0);
+  }
 
   assert_true(dl_exp(710.0) == INFINITY && dl_exp(INFINITY) == INFINITY);
   assert_true(dl_exp(-746.0) == 0.0 && dl_exp(-INFINITY) == 0.0);
@@ -233,9 +244,13 @@ static void cospi_is_accurate(void **state) {
     double err = (double)(fabsl((long double)dl_cospi(x) - r) / double_ulp(r));
     if (err > worst) worst = err;
   }
-  printf("cospi: max error %.4f double ulp\n", worst);
   /* Roundings: f*pi/2 and pi/2 itself (~1 ulp), the kernel (~0.5 ulp). */
-  assert_true(worst <= 2.0);
+  if (long_double_is_wider()) {
+    printf("cospi: max error %.4f double ulp\n", worst);
+    assert_true(worst <= 2.0);
+  } else {
+    printf("long double is no wider than double here: cospi ulp bound not checked\n");
+  }
   assert_true(dl_cospi(0.0) == 1.0 && dl_cospi(1.0) == -1.0 && dl_cospi(2.0) == 1.0);
   assert_true(fabs(dl_cospi(0.5)) == 0.0 && fabs(dl_cospi(1.5)) == 0.0);
   assert_true(dl_cospi(-1.0) == -1.0);

@@ -539,13 +539,13 @@ static const bad_case bad_cases[] = {
     /* bad names and references */
     {"{type: relu}", "{type: rleu}", DL_ERR_INVALID, "rleu", 0, "unknown layer kind 'rleu'"},
     {"name: bad\n", "name: good\n", DL_ERR_INVALID, "good", 0,
-     "name 'good' must equal the scenario's folder name 'bad'"},
+     "name: must equal the scenario's folder name 'bad', got 'good'"},
     {"b: other}\n", "b: other}\n  - {name: same, kind: nonfinite, a: other}\n", DL_ERR_INVALID,
      "same, kind: nonfinite", 0, "duplicate check name 'same' (also checks[0])"},
     {"a: reference, b: other}", "a: reference, b: nope}", DL_ERR_INVALID, "nope", 0,
      "checks[0].b: unknown run 'nope'; the runs are: reference, other"},
     {"caught_by: same", "caught_by: sane", DL_ERR_INVALID, "sane", 0,
-     "caught_by names no check: 'sane'"},
+     "pitfalls[0].caught_by: no check is named 'sane'"},
     {"caught_by: same,", "caught_by: same, runs: [nope],", DL_ERR_INVALID, "nope", 0,
      "pitfalls[0].runs[0]: unknown run 'nope'"},
     {"kind: equivalence", "kind: equivalance", DL_ERR_INVALID, "equivalance", 0,
@@ -591,7 +591,6 @@ static void expect_bad(const bad_case *c, const char *text, size_t len) {
   dlc_scenario *s = (dlc_scenario *)&s; /* must be reset to NULL */
   dl_status st = dlc_scenario_load(&s, dir);
   const char *msg = dl_last_error();
-  fprintf(stderr, "MSG %s\n", msg);
   int line, col;
   position_of(text, c->marker, c->skip, &line, &col);
   char where[400];

@@ -266,16 +266,28 @@ static void weight_grad(const conv_job *j, float *gw) {
   if (g->n == 0) memset(gw, 0, (size_t)(g->o * g->rows) * sizeof *gw);
 }
 
-/* db[o] = sum of dy over samples, then pixels, in order. */
+enum { BIAS_LANES = 8 };
+
+/* db[o] = sum of dy over samples, then pixels, in order. Eight channels
+ * are summed side by side: each sum is still one chain in a fixed order,
+ * but eight chains hide the latency of the adds. */
 static void bias_grad(const conv_job *j, float *gb) {
   const conv_geom *g = j->g;
   memset(gb, 0, (size_t)g->o * sizeof *gb);
   for (int64_t n = 0; n < g->n; n++) {
-    for (int64_t o = 0; o < g->o; o++) {
-      const float *dy = j->dy + (n * g->o + o) * g->pixels;
-      float acc = gb[o];
-      for (int64_t q = 0; q < g->pixels; q++) acc += dy[q];
-      gb[o] = acc;
+    for (int64_t o0 = 0; o0 < g->o; o0 += BIAS_LANES) {
+      const int64_t lanes = g->o - o0 < BIAS_LANES ? g->o - o0 : BIAS_LANES;
+      const float *dy = j->dy + (n * g->o + o0) * g->pixels;
+      float acc[BIAS_LANES];
+      for (int64_t i = 0; i < lanes; i++) acc[i] = gb[o0 + i];
+      if (lanes == BIAS_LANES) {
+        for (int64_t q = 0; q < g->pixels; q++)
+          for (int64_t i = 0; i < BIAS_LANES; i++) acc[i] += dy[i * g->pixels + q];
+      } else {
+        for (int64_t i = 0; i < lanes; i++)
+          for (int64_t q = 0; q < g->pixels; q++) acc[i] += dy[i * g->pixels + q];
+      }
+      for (int64_t i = 0; i < lanes; i++) gb[o0 + i] = acc[i];
     }
   }
 }

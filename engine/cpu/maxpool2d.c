@@ -23,43 +23,75 @@ typedef struct pool_job {
   float *dx;
 } pool_job;
 
-static float pool_window(const pool_geom *g, const float *x, int64_t oh, int64_t ow,
-                         int32_t *at) {
-  int64_t h0 = oh * g->stride - g->pad, w0 = ow * g->stride - g->pad;
-  int64_t h1 = h0 + g->k < g->h ? h0 + g->k : g->h;
-  int64_t w1 = w0 + g->k < g->w ? w0 + g->k : g->w;
-  if (h0 < 0) h0 = 0;
-  if (w0 < 0) w0 = 0;
+/* One window, clipped to the plane: PyTorch's rule, v > best || isnan(v),
+ * first maximum wins. */
+static inline float pool_window_nan(const float *x, int64_t w, int64_t h0, int64_t h1,
+                                    int64_t w0, int64_t w1, int32_t *at) {
   float best = -INFINITY;
-  int64_t where = h0 * g->w + w0;
+  int32_t where = (int32_t)(h0 * w + w0);
   for (int64_t h = h0; h < h1; h++) {
-    for (int64_t w = w0; w < w1; w++) {
-      float v = x[h * g->w + w];
+    for (int64_t c = w0; c < w1; c++) {
+      const float v = x[h * w + c];
       if (v > best || isnan(v)) {
         best = v;
-        where = h * g->w + w;
+        where = (int32_t)(h * w + c);
       }
     }
   }
-  *at = (int32_t)where;
+  *at = where;
   return best;
+}
+
+/* The same window for NaN-free data, where the rule is v > best alone: a
+ * select on locals the compiler makes branch-free (comparisons of random
+ * data defeat the branch predictor). *nan records whether a NaN was seen,
+ * so the caller can redo the plane with the exact rule. */
+static inline float pool_window(const float *x, int64_t w, int64_t h0, int64_t h1,
+                                int64_t w0, int64_t w1, int32_t *at, int *nan) {
+  float best = -INFINITY;
+  int32_t where = (int32_t)(h0 * w + w0);
+  int seen = 0;
+  for (int64_t h = h0; h < h1; h++) {
+    for (int64_t c = w0; c < w1; c++) {
+      const float v = x[h * w + c];
+      const int take = v > best;
+      seen |= v != v;
+      best = take ? v : best;
+      where = take ? (int32_t)(h * w + c) : where;
+    }
+  }
+  *nan |= seen;
+  *at = where;
+  return best;
+}
+
+/* Output plane p; returns whether a NaN was met (with exact = false). */
+static int pool_plane(const pool_job *j, int64_t p, bool exact) {
+  /* Locals: the int32 argmax stores could otherwise alias the geometry. */
+  const int64_t H = j->g.h, W = j->g.w, OH = j->g.oh, OW = j->g.ow;
+  const int64_t k = j->g.k, stride = j->g.stride, pad = j->g.pad;
+  const float *x = j->x + p * H * W;
+  int nan = 0;
+  for (int64_t oh = 0; oh < OH; oh++) {
+    int64_t h0 = oh * stride - pad, h1 = h0 + k < H ? h0 + k : H;
+    h0 = h0 < 0 ? 0 : h0;
+    for (int64_t ow = 0; ow < OW; ow++) {
+      int64_t w0 = ow * stride - pad, w1 = w0 + k < W ? w0 + k : W;
+      w0 = w0 < 0 ? 0 : w0;
+      const int64_t o = (p * OH + oh) * OW + ow;
+      int32_t at;
+      j->y[o] = exact ? pool_window_nan(x, W, h0, h1, w0, w1, &at)
+                      : pool_window(x, W, h0, h1, w0, w1, &at, &nan);
+      if (j->argmax) j->argmax[o] = at;
+    }
+  }
+  return nan;
 }
 
 static void pool_forward_planes(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
-  const pool_geom *g = &j->g;
-  const int64_t in_plane = g->h * g->w, out_plane = g->oh * g->ow;
-  for (int64_t p = begin; p < end; p++) {
-    const float *x = j->x + p * in_plane;
-    float *y = j->y + p * out_plane;
-    for (int64_t oh = 0; oh < g->oh; oh++) {
-      for (int64_t ow = 0; ow < g->ow; ow++) {
-        int32_t at;
-        y[oh * g->ow + ow] = pool_window(g, x, oh, ow, &at);
-        if (j->argmax) j->argmax[p * out_plane + oh * g->ow + ow] = at;
-      }
-    }
-  }
+  for (int64_t p = begin; p < end; p++)
+    if (pool_plane(j, p, false)) pool_plane(j, p, true);
 }
 
 /* Overlapping windows may share an argmax: their gradients add in output

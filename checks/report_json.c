@@ -1,0 +1,388 @@
+/* The JSON report (structure documented in report.h), and what every file
+ * report shares: UTF-8 decoding, writing under a temporary name, and
+ * writing all of them into one folder. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen, fchmod, fsync */
+
+#include "report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- UTF-8 ------------------------------------------------------------------ */
+
+int dlc_utf8_next(const char *s, uint32_t *cp) {
+  const unsigned char *u = (const unsigned char *)s;
+  int len;
+  uint32_t c, min;
+  if (u[0] < 0x80) {
+    *cp = u[0];
+    return 1;
+  }
+  if (u[0] >= 0xc2 && u[0] <= 0xdf) len = 2, c = u[0] & 0x1fu, min = 0x80;
+  else if (u[0] >= 0xe0 && u[0] <= 0xef) len = 3, c = u[0] & 0x0fu, min = 0x800;
+  else if (u[0] >= 0xf0 && u[0] <= 0xf4) len = 4, c = u[0] & 0x07u, min = 0x10000;
+  else goto invalid;
+  for (int i = 1; i < len; i++) {
+    if ((u[i] & 0xc0) != 0x80) goto invalid; /* also stops at the terminating 0 */
+    c = (c << 6) | (u[i] & 0x3fu);
+  }
+  if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) goto invalid;
+  *cp = c;
+  return len;
+invalid:
+  *cp = 0xfffd;
+  return 1;
+}
+
+void dlc_utf8_put(FILE *f, uint32_t cp) {
+  if (cp < 0x80) fputc((int)cp, f);
+  else if (cp < 0x800) {
+    fputc((int)(0xc0 | (cp >> 6)), f);
+    fputc((int)(0x80 | (cp & 0x3f)), f);
+  } else if (cp < 0x10000) {
+    fputc((int)(0xe0 | (cp >> 12)), f);
+    fputc((int)(0x80 | ((cp >> 6) & 0x3f)), f);
+    fputc((int)(0x80 | (cp & 0x3f)), f);
+  } else {
+    fputc((int)(0xf0 | (cp >> 18)), f);
+    fputc((int)(0x80 | ((cp >> 12) & 0x3f)), f);
+    fputc((int)(0x80 | ((cp >> 6) & 0x3f)), f);
+    fputc((int)(0x80 | (cp & 0x3f)), f);
+  }
+}
+
+/* ---- files written under a temporary name -------------------------------- */
+
+dl_status dlc_report_file_open(dlc_report_file *rf, const char *path, const char *what,
+                               const dlc_scenario_result *results, int n) {
+  memset(rf, 0, sizeof *rf);
+  if (!path || !path[0]) return dl_fail(DL_ERR_INVALID, "%s: no output path given", what);
+  if (n < 0 || (n > 0 && !results))
+    return dl_fail(DL_ERR_INVALID, "%s %s: %d results at %p; pass n >= 0 results", what, path,
+                   n, (const void *)results);
+  if (strlen(path) >= sizeof rf->path)
+    return dl_fail(DL_ERR_INVALID, "%s: path %.60s... is longer than %d bytes", what, path,
+                   DLC_PATH_MAX - 1);
+  strcpy(rf->path, path);
+  snprintf(rf->tmp, sizeof rf->tmp, "%s.tmp-XXXXXX", path);
+  int fd = mkstemp(rf->tmp);
+  if (fd < 0)
+    return dl_fail(DL_ERR_IO, "%s: cannot create %s: %s (does its folder exist and is it "
+                              "writable?)", what, rf->tmp, strerror(errno));
+  /* mkstemp makes the file private; a report is for everyone who can read the folder */
+  fchmod(fd, 0644);
+  rf->f = fdopen(fd, "w");
+  if (!rf->f) {
+    int e = errno;
+    close(fd);
+    unlink(rf->tmp);
+    return dl_fail(DL_ERR_IO, "%s: cannot open %s: %s", what, rf->tmp, strerror(e));
+  }
+  return DL_OK;
+}
+
+dl_status dlc_report_file_close(dlc_report_file *rf, dl_status s) {
+  if (!rf->f) return s;
+  bool write_error = fflush(rf->f) != 0 || ferror(rf->f) || fsync(fileno(rf->f)) != 0;
+  int e = errno;
+  if (fclose(rf->f) != 0 && !write_error) {
+    write_error = true;
+    e = errno;
+  }
+  rf->f = NULL;
+  if (s == DL_OK && write_error)
+    s = dl_fail(DL_ERR_IO, "writing %s failed: %s (disk full?)", rf->path, strerror(e));
+  if (s == DL_OK && rename(rf->tmp, rf->path) != 0)
+    s = dl_fail(DL_ERR_IO, "cannot rename %s to %s: %s", rf->tmp, rf->path, strerror(errno));
+  if (s != DL_OK) unlink(rf->tmp);
+  return s;
+}
+
+/* ---- a small pretty-printing JSON writer --------------------------------- */
+
+typedef struct jw {
+  FILE *f;
+  int depth;
+  bool first; /* no member written yet at this depth */
+} jw;
+
+static void jw_string(FILE *f, const char *s) {
+  fputc('"', f);
+  while (*s) {
+    uint32_t cp;
+    s += dlc_utf8_next(s, &cp);
+    switch (cp) {
+    case '"': fputs("\\\"", f); break;
+    case '\\': fputs("\\\\", f); break;
+    case '\n': fputs("\\n", f); break;
+    case '\r': fputs("\\r", f); break;
+    case '\t': fputs("\\t", f); break;
+    case '\b': fputs("\\b", f); break;
+    case '\f': fputs("\\f", f); break;
+    default:
+      if (cp < 0x20) fprintf(f, "\\u%04x", (unsigned)cp);
+      else dlc_utf8_put(f, cp);
+    }
+  }
+  fputc('"', f);
+}
+
+/* Separator, new line, indentation and the key (NULL inside arrays). */
+static void jw_key(jw *w, const char *key) {
+  fputs(w->first ? "\n" : ",\n", w->f);
+  fprintf(w->f, "%*s", 2 * w->depth, "");
+  if (key) {
+    jw_string(w->f, key);
+    fputs(": ", w->f);
+  }
+  w->first = false;
+}
+
+static void jw_open(jw *w, const char *key, char bracket) {
+  jw_key(w, key);
+  fputc(bracket, w->f);
+  w->depth++;
+  w->first = true;
+}
+
+static void jw_close(jw *w, char bracket) {
+  w->depth--;
+  if (!w->first) fprintf(w->f, "\n%*s", 2 * w->depth, "");
+  fputc(bracket, w->f);
+  w->first = false;
+}
+
+static void jw_str(jw *w, const char *key, const char *s) {
+  jw_key(w, key);
+  jw_string(w->f, s);
+}
+
+/* "" is null: the field does not apply. */
+static void jw_str_or_null(jw *w, const char *key, const char *s) {
+  jw_key(w, key);
+  if (s[0]) jw_string(w->f, s);
+  else fputs("null", w->f);
+}
+
+/* The fewest significant digits that read back as the same double. */
+static void jw_num(jw *w, const char *key, double x) {
+  jw_key(w, key);
+  if (!isfinite(x)) {
+    fputs("null", w->f);
+    return;
+  }
+  char buf[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, x);
+    if (strtod(buf, NULL) == x) break;
+  }
+  fputs(buf, w->f);
+}
+
+static void jw_int(jw *w, const char *key, long long x) {
+  jw_key(w, key);
+  fprintf(w->f, "%lld", x);
+}
+
+static void jw_bool(jw *w, const char *key, bool b) {
+  jw_key(w, key);
+  fputs(b ? "true" : "false", w->f);
+}
+
+/* ---- the report ---------------------------------------------------------- */
+
+static const char *verdict_key(dlc_verdict_kind k) {
+  switch (k) {
+  case DLC_PASS: return "pass";
+  case DLC_FAIL: return "fail";
+  case DLC_EXPECTED_DIVERGENCE: return "expected_divergence";
+  case DLC_ERROR: return "error";
+  }
+  return "unknown";
+}
+
+/* The structured evidence shared by checks, the golden and pitfalls. */
+static void evidence_fields(jw *w, const dlc_verdict *v) {
+  jw_str(w, "verdict", verdict_key(v->kind));
+  jw_str(w, "evidence", v->evidence);
+  if (v->step >= 0) jw_int(w, "step", (long long)v->step);
+  else jw_num(w, "step", NAN);
+  jw_str_or_null(w, "tensor", v->tensor);
+  jw_str_or_null(w, "layer", v->layer);
+  jw_num(w, "max_abs", v->max_abs);
+  jw_num(w, "max_rel", v->max_rel);
+  jw_key(w, "max_ulp");
+  if (v->max_ulp == 0 && isnan(v->max_abs)) fputs("null", w->f); /* nothing compared */
+  else fprintf(w->f, "%llu", (unsigned long long)v->max_ulp);
+  jw_num(w, "value", v->value);
+  jw_num(w, "threshold", v->threshold);
+}
+
+static void verdict_object(jw *w, const char *key, const dlc_verdict *v) {
+  jw_open(w, key, '{');
+  jw_str(w, "name", v->check);
+  evidence_fields(w, v);
+  jw_num(w, "seconds", v->seconds);
+  jw_close(w, '}');
+}
+
+static void pitfall_object(jw *w, const dlc_pitfall_outcome *p) {
+  jw_open(w, NULL, '{');
+  jw_str(w, "id", p->pitfall);
+  jw_str(w, "variant", p->variant);
+  jw_str(w, "description", p->description);
+  jw_bool(w, "caught", p->caught);
+  jw_str(w, "check", p->verdict.check);
+  evidence_fields(w, &p->verdict);
+  jw_open(w, "others", '[');
+  for (int i = 0; i < p->nothers; i++) verdict_object(w, NULL, &p->others[i]);
+  jw_close(w, ']');
+  jw_close(w, '}');
+}
+
+static void run_object(jw *w, const dlc_trace *t) {
+  jw_open(w, NULL, '{');
+  jw_str(w, "name", t->run);
+  const dlc_series *loss = dlc_trace_series(t, "loss");
+  int64_t steps = loss ? loss->n : 0;
+  for (int i = 0; !loss && i < t->nseries; i++)
+    if (t->series[i].n > steps) steps = t->series[i].n;
+  jw_int(w, "steps", (long long)steps);
+  jw_open(w, "final", '{');
+  for (int i = 0; i < t->nseries; i++)
+    if (t->series[i].n > 0) jw_num(w, t->series[i].name, t->series[i].v[t->series[i].n - 1]);
+  jw_close(w, '}');
+  jw_open(w, "metrics", '{');
+  for (int i = 0; i < t->nmetrics; i++) jw_num(w, t->metrics[i].name, t->metrics[i].value);
+  jw_close(w, '}');
+  jw_close(w, '}');
+}
+
+static void scenario_object(jw *w, const dlc_scenario_result *r) {
+  jw_open(w, NULL, '{');
+  jw_str(w, "name", r->scenario);
+  jw_str(w, "description", r->description);
+  jw_str(w, "backend", r->backend);
+  jw_bool(w, "ok", dlc_result_ok(r));
+  double checks_seconds = 0;
+  jw_open(w, "checks", '[');
+  for (int i = 0; i < r->nchecks; i++) {
+    verdict_object(w, NULL, &r->checks[i]);
+    if (isfinite(r->checks[i].seconds)) checks_seconds += r->checks[i].seconds;
+  }
+  jw_close(w, ']');
+  jw_open(w, "golden", '{');
+  jw_bool(w, "present", r->golden_present);
+  jw_str(w, "name", r->golden.check[0] ? r->golden.check : "golden");
+  evidence_fields(w, &r->golden);
+  jw_num(w, "seconds", r->golden.seconds);
+  jw_close(w, '}');
+  jw_open(w, "pitfalls", '[');
+  for (int i = 0; i < r->npitfalls; i++) pitfall_object(w, &r->pitfalls[i]);
+  jw_close(w, ']');
+  jw_open(w, "runs", '[');
+  for (int i = 0; i < r->ntraces; i++) run_object(w, &r->traces[i]);
+  jw_close(w, ']');
+  jw_open(w, "timing", '{');
+  jw_num(w, "seconds", r->seconds);
+  jw_num(w, "checks_seconds", checks_seconds);
+  jw_close(w, '}');
+  jw_close(w, '}');
+}
+
+/* The fingerprint is inserted as it is: it must be one JSON value. */
+static dl_status environment(jw *w, const char *env_json) {
+  jw_key(w, "environment");
+  const char *s = env_json ? env_json : "";
+  while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
+  if (!*s) {
+    fputs("null", w->f);
+    return DL_OK;
+  }
+  if (!strchr("{[\"-0123456789tfn", *s))
+    return dl_fail(DL_ERR_INVALID, "JSON report: the environment fingerprint is not JSON "
+                                   "(starts with '%c')", *s);
+  fputs(s, w->f);
+  return DL_OK;
+}
+
+static dl_status write_json(FILE *f, const dlc_scenario_result *results, int n,
+                            const char *env_json) {
+  jw w = {.f = f, .first = true};
+  fputc('{', f);
+  w.depth = 1;
+  jw_str(&w, "format", "dlcheck-report");
+  jw_int(&w, "format_version", 1);
+  DL_TRY(environment(&w, env_json));
+  int passed, failed, skipped;
+  dlc_report_count(results, n, &passed, &failed, &skipped);
+  bool ok = true;
+  double seconds = 0;
+  for (int i = 0; i < n; i++) {
+    ok = ok && dlc_result_ok(&results[i]);
+    seconds += results[i].seconds;
+  }
+  jw_open(&w, "summary", '{');
+  jw_int(&w, "scenarios", n);
+  jw_int(&w, "passed", passed);
+  jw_int(&w, "failed", failed);
+  jw_int(&w, "skipped", skipped);
+  jw_bool(&w, "ok", ok);
+  jw_num(&w, "seconds", seconds);
+  jw_close(&w, '}');
+  jw_open(&w, "scenarios", '[');
+  for (int i = 0; i < n; i++) scenario_object(&w, &results[i]);
+  jw_close(&w, ']');
+  jw_close(&w, '}');
+  fputc('\n', f);
+  return DL_OK;
+}
+
+dl_status dlc_report_json(const char *path, const dlc_scenario_result *results, int n,
+                          const char *env_json) {
+  dlc_report_file rf;
+  DL_TRY(dlc_report_file_open(&rf, path, "JSON report", results, n));
+  return dlc_report_file_close(&rf, write_json(rf.f, results, n, env_json));
+}
+
+/* ---- all reports into one folder ------------------------------------------ */
+
+/* mkdir -p */
+static dl_status make_dir(const char *dir) {
+  char buf[DLC_PATH_MAX];
+  if (strlen(dir) >= sizeof buf)
+    return dl_fail(DL_ERR_INVALID, "report folder %.60s... is longer than %d bytes", dir,
+                   DLC_PATH_MAX - 1);
+  strcpy(buf, dir);
+  for (char *p = buf + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      mkdir(buf, 0777); /* an existing parent is fine; the last mkdir reports */
+      *p = '/';
+    }
+  int e = mkdir(buf, 0777) == 0 ? 0 : errno;
+  struct stat st;
+  if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+    return dl_fail(DL_ERR_IO, "cannot create report folder %s: %s", dir,
+                   strerror(e && e != EEXIST ? e : ENOTDIR));
+  return DL_OK;
+}
+
+dl_status dlc_report_write_all(const char *dir, const dlc_scenario_result *results, int n,
+                               const char *env_json) {
+  if (!dir || !dir[0]) return dl_fail(DL_ERR_INVALID, "reports: no output folder given");
+  DL_TRY(make_dir(dir));
+  static const char *const names[] = {"report.json", "junit.xml", "report.html"};
+  char paths[3][DLC_PATH_MAX];
+  for (int i = 0; i < 3; i++)
+    if (snprintf(paths[i], sizeof paths[i], "%s/%s", dir, names[i]) >= (int)sizeof paths[i])
+      return dl_fail(DL_ERR_INVALID, "report folder %.60s...: %s/%s is longer than %d bytes",
+                     dir, dir, names[i], DLC_PATH_MAX - 1);
+  DL_TRY(dlc_report_json(paths[0], results, n, env_json));
+  DL_TRY(dlc_report_junit(paths[1], results, n));
+  return dlc_report_html(paths[2], results, n, env_json);
+}
