@@ -118,9 +118,28 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* A forked child has none of the parent's workers and must not inherit a
+ * mutex some worker held: take it around fork and start the child empty. */
+static void before_fork(void) { pthread_mutex_lock(&pool.mu); }
+static void after_fork_parent(void) { pthread_mutex_unlock(&pool.mu); }
+static void after_fork_child(void) {
+  pool.n_workers = 0;
+  pool.in_use = pool.stopping = false;
+  pool.job = NULL;
+  pthread_cond_init(&pool.wake, NULL);
+  pthread_cond_init(&pool.done, NULL);
+  pthread_mutex_unlock(&pool.mu);
+}
+
+static pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+static void install_fork_handlers(void) {
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
 /* With the mutex held. If a thread cannot be started, the job runs on the
  * workers that exist (at worst the caller alone): slower, same result. */
 static void start_workers(int wanted) {
+  pthread_once(&fork_handlers_once, install_fork_handlers);
   if (wanted > DL_MAX_THREADS - 1) wanted = DL_MAX_THREADS - 1;
   while (pool.n_workers < wanted) {
     int id = pool.n_workers;

@@ -1,6 +1,6 @@
 /* The thread pool (engine/threads.c): every index exactly once in chunks of
  * at least `grain`, for many n / grain / thread counts; real parallelism;
- * concurrent and nested calls; shutdown and restart; the thread-count
+ * concurrent and nested calls; shutdown and restart; fork; the thread-count
  * setting and its environment default. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
@@ -245,6 +245,29 @@ static void shutdown_then_restart(void **state) {
   dl_threads_shutdown();
 }
 
+/* A child forked while the pool runs has no workers; its first call must
+ * not wait for the parent's. */
+static void fork_child_gets_a_fresh_pool(void **state) {
+  (void)state;
+  assert_int_equal(dl_set_num_threads(2), DL_OK);
+  record *r = new_record(8, 1);
+  r->sleep_ms = 5;
+  dl_parallel_for(8, 1, mark_range, r);
+  pid_t pid = fork();
+  if (pid == 0) {
+    memset(r->hits, 0, sizeof r->hits);
+    dl_parallel_for(8, 1, mark_range, r);
+    for (int i = 0; i < 8; i++)
+      if (atomic_load(&r->hits[i]) != 1) _exit(1);
+    _exit(0);
+  }
+  int status = 1;
+  waitpid(pid, &status, 0);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  assert_each_index_once(r, 8);
+  free(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(default_comes_from_environment),
@@ -255,6 +278,7 @@ int main(void) {
       cmocka_unit_test_teardown(nested_calls_run_inline, teardown),
       cmocka_unit_test_teardown(concurrent_callers, teardown),
       cmocka_unit_test_teardown(shutdown_then_restart, teardown),
+      cmocka_unit_test_teardown(fork_child_gets_a_fresh_pool, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
