@@ -266,13 +266,15 @@ static const yu_field schedule_fields[] = {
     {RF("min_lr", YU_F32, schedule.min_lr), .range = YU_GE0},
 };
 
-static const yu_field clip_fields[] = {{RF("max_norm", YU_F32, clip_max_norm), .range = YU_GT0}};
+/* max_norm 0 turns clipping off, so that an override can remove it. */
+static const yu_field clip_fields[] = {{RF("max_norm", YU_F32, clip_max_norm), .range = YU_GE0}};
 
 static const yu_field precision_fields[] = {
     {RF("autocast", YU_CHOICE, precision.autocast), .choices = autocast_names},
     {RF("scaler", YU_CHOICE, precision.scaler), .choices = scaler_names},
     {RF("init_scale", YU_F32, precision.init_scale), .range = YU_GT0},
-    {RF("growth_factor", YU_F32, precision.growth_factor), .range = YU_RANGE(1, INFINITY, true, false)},
+    {RF("growth_factor", YU_F32, precision.growth_factor),
+     .range = YU_RANGE(1, INFINITY, true, false)},
     {RF("backoff_factor", YU_F32, precision.backoff_factor), .range = YU_RANGE(0, 1, true, true)},
     {RF("growth_interval", YU_INT, precision.growth_interval), .range = YU_INTS(1, INT_MAX)},
     {RF("loss_half", YU_CHOICE, precision.loss_half), .choices = loss_half_names},
@@ -324,6 +326,7 @@ _Static_assert(COUNT(bug_fields) * sizeof(bool) == sizeof(dlc_bugs),
   RSUB("precision", precision_fields), RSUB("parallel", parallel_fields),                \
   {RF("accumulation", YU_INT, accumulation), .range = YU_INTS(1, 1 << 20)},              \
   {RF("steps", YU_I64, steps), .range = YU_INTS(1, 1e9)},                                \
+  {RF("loss_weight", YU_F32, loss_weight), .range = YU_GT0},                              \
   RSUB("checkpoint", checkpoint_fields), RSUB("eval", eval_fields),                      \
   {.key = "frozen", .type = YU_CUSTOM, .parse = parse_frozen},                           \
   {.key = "not_in_optimizer", .type = YU_CUSTOM, .parse = parse_not_in_optimizer},       \
@@ -383,8 +386,9 @@ static dl_status build_run(loader *L, int run, const yu_val *extra, const yu_val
   snprintf(c->name, sizeof c->name, "%s", L->runs[run].key);
   DL_TRY(yu_apply(&L->root, top_fields, COUNT(top_fields), c, L, true, NULL));
   const yu_val *ov = &L->runs[run];
-  if (!yu_is_null(ov)) DL_TRY(yu_apply(ov, override_fields, COUNT(override_fields), c, L, false, NULL));
-  if (extra) DL_TRY(yu_apply(extra, override_fields, COUNT(override_fields), c, L, false, NULL));
+  const int n = COUNT(override_fields);
+  if (!yu_is_null(ov)) DL_TRY(yu_apply(ov, override_fields, n, c, L, false, NULL));
+  if (extra) DL_TRY(yu_apply(extra, override_fields, n, c, L, false, NULL));
   return finish_run(c, where, who);
 }
 
@@ -445,11 +449,7 @@ static dl_status read_header(loader *L, const char *dir) {
                    folder, s->name);
   yu_val d;
   DL_TRY(find_key(&L->root, "description", &d));
-  DL_TRY(yu_str(&d, s->description, sizeof s->description, false));
-  size_t n = strlen(s->description);
-  while (n > 0 && (s->description[n - 1] == '\n' || s->description[n - 1] == ' ')) n--;
-  s->description[n] = '\0';
-  return DL_OK;
+  return yu_text(&d, s->description, sizeof s->description);
 }
 
 /* ---- runs -------------------------------------------------------------- */
@@ -472,7 +472,8 @@ static dl_status read_runs(loader *L) {
     s->nruns++;
   }
   if (s->nruns == 0)
-    return yu_fail(&runs, DL_ERR_INVALID, "no runs; name at least one (the first is the reference)");
+    return yu_fail(&runs, DL_ERR_INVALID,
+                   "no runs; name at least one (the first is the reference)");
   for (int i = 0; i < s->nruns; i++) {
     yu_val where = L->runs[i]; /* path runs.NAME says which run */
     where.at = where.key_at;
@@ -730,8 +731,9 @@ static dl_status store_dir(dlc_scenario *s, const char *dir) {
   size_t n = strlen(dir);
   while (n > 1 && dir[n - 1] == '/') n--;
   if (n + sizeof "/scenario.yaml" > sizeof s->dir)
-    return dl_fail(DL_ERR_INVALID, "scenario folder path of %zu characters is too long (at most %zu)",
-                   n, sizeof s->dir - sizeof "/scenario.yaml");
+    return dl_fail(DL_ERR_INVALID,
+                   "scenario folder path of %zu characters is too long (at most %zu)", n,
+                   sizeof s->dir - sizeof "/scenario.yaml");
   memcpy(s->dir, dir, n);
   s->dir[n] = '\0';
   return DL_OK;
@@ -739,12 +741,14 @@ static dl_status store_dir(dlc_scenario *s, const char *dir) {
 
 dl_status dlc_scenario_load(dlc_scenario **out, const char *dir) {
   if (!out || !dir || !dir[0])
-    return dl_fail(DL_ERR_INVALID, "dlc_scenario_load: give an output pointer and a scenario folder");
+    return dl_fail(DL_ERR_INVALID,
+                   "dlc_scenario_load: give an output pointer and a scenario folder");
   *out = NULL;
   owned_scenario *os = calloc(1, sizeof *os);
   if (!os) return dl_fail(DL_ERR_NOMEM, "out of memory loading scenario %s", dir);
   loader *L = calloc(1, sizeof *L);
-  dl_status s = L ? store_dir(&os->pub, dir) : dl_fail(DL_ERR_NOMEM, "out of memory loading scenario %s", dir);
+  dl_status s = L ? store_dir(&os->pub, dir)
+                  : dl_fail(DL_ERR_NOMEM, "out of memory loading scenario %s", dir);
   if (s == DL_OK) {
     L->os = os;
     char path[DLC_PATH_MAX + 16];

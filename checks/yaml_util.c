@@ -221,7 +221,8 @@ dl_status yu_doc_load(yu_doc *d, const char *file, size_t max_bytes) {
   dc.output_fn = quiet_output;
   dc.colorize = false;
   struct fy_diag *diag = s == DL_OK ? fy_diag_create(&dc) : NULL;
-  if (s == DL_OK && !diag) s = dl_fail(DL_ERR_NOMEM, "%s: out of memory for YAML diagnostics", file);
+  if (s == DL_OK && !diag)
+    s = dl_fail(DL_ERR_NOMEM, "%s: out of memory for YAML diagnostics", file);
   if (diag) fy_diag_set_collect_errors(diag, true);
   if (s == DL_OK) s = parse(d, diag);
   if (s == DL_OK) s = refuse_second_document(d, diag);
@@ -404,6 +405,15 @@ dl_status yu_str(const yu_val *v, char *buf, size_t size, bool allow_empty) {
   return DL_OK;
 }
 
+dl_status yu_text(const yu_val *v, char *buf, size_t size) {
+  DL_TRY(yu_str(v, buf, size, false));
+  size_t n = strlen(buf);
+  while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n' || buf[n - 1] == '\t' ||
+                   buf[n - 1] == '\r'))
+    buf[--n] = '\0';
+  return DL_OK;
+}
+
 static void list_names(char *buf, size_t size, const char *const *names, int n) {
   size_t used = 0;
   buf[0] = '\0';
@@ -539,12 +549,6 @@ static dl_status set_number(const yu_val *v, const yu_field *f, void *dst) {
   }
 }
 
-static void trim_trailing_space(char *s) {
-  size_t n = strlen(s);
-  while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r'))
-    s[--n] = '\0';
-}
-
 static dl_status apply_field(const yu_val *v, const yu_field *f, void *base, void *ctx,
                              bool check_required) {
   char *dst = (char *)base + f->offset;
@@ -552,10 +556,7 @@ static dl_status apply_field(const yu_val *v, const yu_field *f, void *base, voi
   case YU_BOOL: return yu_bool(v, (bool *)dst);
   case YU_STR: return yu_str(v, dst, f->size, false);
   case YU_STR0: return yu_str(v, dst, f->size, true);
-  case YU_TEXT:
-    DL_TRY(yu_str(v, dst, f->size, false));
-    trim_trailing_space(dst);
-    return DL_OK;
+  case YU_TEXT: return yu_text(v, dst, f->size);
   case YU_CHOICE: return yu_choice(v, f->choices, (int *)dst);
   case YU_MAP:
     DL_TRY(yu_expect_mapping(v));

@@ -89,6 +89,8 @@ dl_status yu_u64(const yu_val *v, uint64_t *out);
 dl_status yu_f64(const yu_val *v, yu_range r, double *out);
 /* Copies a string scalar into buf; too long is an error, never truncated. */
 dl_status yu_str(const yu_val *v, char *buf, size_t size, bool allow_empty);
+/* yu_str (non-empty) without trailing whitespace: for folded text (>). */
+dl_status yu_text(const yu_val *v, char *buf, size_t size);
 /* Index of the scalar in the NULL-terminated `names`. */
 dl_status yu_choice(const yu_val *v, const char *const *names, int *out);
 

@@ -3,8 +3,12 @@
  * table lookup that depends on the machine, so the bits are the same with
  * every libc and compiler (the build uses -ffp-contract=off).
  *
- * dl_exp and dl_log are fdlibm's algorithms and coefficients (Sun
- * Microsystems, freely usable), accurate to < 1 ulp in double. The float
+ * dl_exp and dl_log follow fdlibm's e_exp.c and e_log.c, with their
+ * coefficients, accurate to < 1 ulp in double. fdlibm's notice: "Copyright
+ * (C) 1993 by Sun Microsystems, Inc. All rights reserved. Developed at
+ * SunPro, a Sun Microsystems, Inc. business. Permission to use, copy,
+ * modify, and distribute this software is freely granted, provided that
+ * this notice is preserved." The float
  * functions evaluate in double with a relative error far below 2^-30 and
  * round once, so they are within 1 ulp of the correctly rounded result (and
  * almost always equal to it). The erf and tanh polynomials are least-error
@@ -45,7 +49,7 @@ static const double EXP_UNDERFLOW = -7.45133219101941108420e+02; /* ln(2^-1075) 
 static const double LN2_HI = 6.93147180369123816490e-01; /* 32 bits: k*LN2_HI exact */
 static const double LN2_LO = 1.90821492927058770002e-10;
 static const double INV_LN2 = 1.44269504088896338700e+00;
-/* Remez fit of r*(exp(r)+1)/(exp(r)-1) = 2 + P1 r^2 + ... on |r| <= ln2/2. */
+/* r*(exp(r)+1)/(exp(r)-1) ~ 2 + P1 r^2 + ... + P5 r^10 on |r| <= ln2/2. */
 static const double EXP_P[5] = {
     1.66666666666666019037e-01, -2.77777777770155933842e-03,
     6.61375632143793436117e-05, -1.65339022054652515390e-06,
@@ -80,7 +84,8 @@ double dl_exp(double x) {
 
 /* ---- log ---------------------------------------------------------------- */
 
-/* Remez fit of (log(1+f) - log(1-f))/(2f) - 1 in s^2 terms, |s| <= 0.1716. */
+/* Lg1 z + ... + Lg7 z^7 (z = s^2) approximates log((1+s)/(1-s))/s - 2 on
+ * |s| <= 0.1716, where s = f/(2+f) and 1+f is the reduced argument. */
 static const double LOG_LG[7] = {
     6.666666666666735130e-01, 3.999999999940941908e-01,
     2.857142874366239149e-01, 2.222219843214978396e-01,

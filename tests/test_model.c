@@ -13,6 +13,7 @@
 
 #include "gradcheck.h"
 #include "mem.h"
+#include "cpu/kinds.h"
 #include "model.h"
 
 static dl_layer_desc linear(int64_t in, int64_t out) {
@@ -363,6 +364,100 @@ static void allocation_failures_leak_nothing(void **state) {
   dl_tensor_free(&dout);
 }
 
+/* The layer framework (engine/layer.c): kind names, PyTorch defaults,
+ * validation of every kind's description, name lengths and table limits. */
+static void layer_kinds_defaults_and_validation(void **state) {
+  (void)state;
+  for (int k = 0; k < DL_LAYER_KIND_COUNT; k++) {
+    dl_layer_kind parsed;
+    assert_int_equal(dl_layer_kind_parse(dl_layer_kind_name((dl_layer_kind)k), &parsed), DL_OK);
+    assert_int_equal(parsed, k);
+  }
+  dl_layer_kind parsed;
+  assert_int_equal(dl_layer_kind_parse("conv3d", &parsed), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "unknown layer kind 'conv3d'; expected one of: "
+                                          "linear, conv2d, batchnorm1d"));
+  assert_int_equal(dl_layer_kind_parse(NULL, &parsed), DL_ERR_INVALID);
+  assert_string_equal(dl_layer_kind_name(DL_LAYER_KIND_COUNT), "unknown");
+
+  dl_layer_desc d = dl_layer_default(DL_BATCHNORM2D);
+  assert_true(d.bias && d.affine && d.track_running_stats);
+  assert_true(d.eps == 1e-5f && d.momentum == 0.1f && d.p == 0.5f && d.stride == 1);
+  assert_int_equal(dl_layer_default(DL_MAXPOOL2D).stride, 0); /* = kernel */
+
+  /* Every kind builds from a valid description. */
+  dl_layer l;
+  const dl_layer_desc body[1] = {dl_layer_default(DL_RELU)};
+  for (int k = 0; k < DL_LAYER_KIND_COUNT; k++) {
+    d = dl_layer_default((dl_layer_kind)k);
+    d.in = d.out = 4;
+    d.kernel = 2;
+    d.body = body;
+    d.nbody = 1;
+    assert_int_equal(dl_layer_init(&l, &d, "7.", 0, 1), DL_OK);
+    assert_non_null(l.ops);
+    assert_true(l.training);
+    dl_layer_destroy(&l);
+  }
+
+  struct {
+    dl_layer_kind kind;
+    float eps, momentum, p;
+    const char *message;
+  } bad[] = {
+      {DL_BATCHNORM1D, 0.0f, 0.1f, 0.5f, "layer 7 (batchnorm1d): eps must be a finite number > 0"},
+      {DL_BATCHNORM2D, 1e-5f, 1.5f, 0.5f, "layer 7 (batchnorm2d): momentum must be in [0, 1]"},
+      {DL_LAYERNORM, NAN, 0.1f, 0.5f, "layer 7 (layernorm): eps must be"},
+      {DL_DROPOUT, 1e-5f, 0.1f, 1.0f, "layer 7 (dropout): p must be in [0, 1), got 1"},
+      {DL_DROPOUT, 1e-5f, 0.1f, -0.1f, "p must be in [0, 1)"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    d = dl_layer_default(bad[i].kind);
+    d.out = 4;
+    d.eps = bad[i].eps;
+    d.momentum = bad[i].momentum;
+    d.p = bad[i].p;
+    assert_int_equal(dl_layer_init(&l, &d, "7.", 0, 1), DL_ERR_INVALID);
+    assert_non_null(strstr(dl_last_error(), bad[i].message));
+  }
+  d = dl_layer_default(DL_LINEAR);
+  d.kind = (dl_layer_kind)99;
+  assert_int_equal(dl_layer_init(&l, &d, "7.", 0, 1), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "unknown layer kind 99"));
+}
+
+static void long_names_and_full_tables_are_refused(void **state) {
+  (void)state;
+  char prefix[128];
+  memset(prefix, 'a', sizeof prefix);
+  prefix[DL_NAME_MAX] = '\0'; /* one too long */
+  dl_layer l;
+  dl_layer_desc d = linear(2, 2);
+  assert_int_equal(dl_layer_init(&l, &d, prefix, 0, 1), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "name prefix is longer than 95"));
+  prefix[90] = '\0'; /* fits, but "...weight" does not */
+  assert_int_equal(dl_layer_init(&l, &d, prefix, 0, 1), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "weight' is longer than 95"));
+  const dl_layer_desc body[1] = {dl_layer_default(DL_RELU)};
+  d = residual(body, 1);
+  assert_int_equal(dl_layer_init(&l, &d, prefix, 0, 1), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "body.0: name is longer than 95"));
+  prefix[90] = 'a';
+  prefix[93] = '\0';
+  assert_int_equal(dl_layer_init(&l, &d, prefix, 0, 1), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "body name prefix is longer than 95"));
+
+  d = linear(2, 2);
+  assert_int_equal(dl_layer_init(&l, &d, "0.", 0, 1), DL_OK);
+  assert_int_equal(dl_layer_add_param(&l, "extra", 1, (const int64_t[]){2}), DL_ERR_INTERNAL);
+  dl_layer_destroy(&l);
+  d = batchnorm(3);
+  assert_int_equal(dl_layer_init(&l, &d, "0.", 0, 1), DL_OK);
+  assert_int_equal(dl_layer_add_buffer(&l, "extra", DL_F32, 1, (const int64_t[]){2}),
+                   DL_ERR_INTERNAL);
+  dl_layer_destroy(&l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(state_dict_names_and_order),
@@ -373,6 +468,8 @@ int main(void) {
       cmocka_unit_test(hooks_see_every_layer_in_order),
       cmocka_unit_test(errors_name_layer_and_shapes),
       cmocka_unit_test(allocation_failures_leak_nothing),
+      cmocka_unit_test(layer_kinds_defaults_and_validation),
+      cmocka_unit_test(long_names_and_full_tables_are_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

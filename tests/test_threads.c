@@ -245,8 +245,8 @@ static void shutdown_then_restart(void **state) {
   dl_threads_shutdown();
 }
 
-/* A child forked while the pool runs has no workers; its first call must
- * not wait for the parent's. */
+/* A child forked after the pool started has none of its workers: it must
+ * start its own (two chunks in flight at once), not count on the parent's. */
 static void fork_child_gets_a_fresh_pool(void **state) {
   (void)state;
   assert_int_equal(dl_set_num_threads(2), DL_OK);
@@ -256,10 +256,13 @@ static void fork_child_gets_a_fresh_pool(void **state) {
   pid_t pid = fork();
   if (pid == 0) {
     memset(r->hits, 0, sizeof r->hits);
+    atomic_store(&r->most_in_flight, 0);
+    r->sleep_ms = 30;
     dl_parallel_for(8, 1, mark_range, r);
     for (int i = 0; i < 8; i++)
       if (atomic_load(&r->hits[i]) != 1) _exit(1);
-    _exit(0);
+    dl_threads_shutdown();
+    _exit(atomic_load(&r->most_in_flight) == 2 ? 0 : 2);
   }
   int status = 1;
   waitpid(pid, &status, 0);
