@@ -1,3 +1,4 @@
+#define _POSIX_C_SOURCE 200809L /* strdup */
 /* dlcheck list: the scenarios and the catalogue pitfalls each covers. */
 #include "cli.h"
 
