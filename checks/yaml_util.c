@@ -89,33 +89,19 @@ static void join_path(char *dst, const char *base, const char *sep, const char *
 static dl_status read_all(yu_doc *d, size_t max_bytes) {
   FILE *f = fopen(d->file, "rb");
   if (!f) return dl_fail(DL_ERR_IO, "%s: cannot open: %s", d->file, strerror(errno));
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
-  dl_status s = buf ? DL_OK : dl_fail(DL_ERR_NOMEM, "%s: out of memory reading", d->file);
-  while (s == DL_OK) {
-    if (len + 1 >= cap) {
-      char *grown = cap > max_bytes ? NULL : realloc(buf, cap * 2);
-      if (!grown) {
-        s = cap > max_bytes ? dl_fail(DL_ERR_FORMAT, "%s: larger than %zu bytes; a scenario "
-                                                     "file is a few kilobytes",
-                                      d->file, max_bytes)
-                            : dl_fail(DL_ERR_NOMEM, "%s: out of memory reading", d->file);
-        break;
-      }
-      buf = grown;
-      cap *= 2;
-    }
-    size_t got = fread(buf + len, 1, cap - 1 - len, f);
-    len += got;
-    if (got == 0) {
-      if (ferror(f)) s = dl_fail(DL_ERR_IO, "%s: cannot read: %s", d->file, strerror(errno));
-      break;
-    }
+  char *buf = malloc(max_bytes + 2);
+  if (!buf) {
+    fclose(f);
+    return dl_fail(DL_ERR_NOMEM, "%s: out of memory reading", d->file);
   }
-  fclose(f);
-  if (s == DL_OK && len > max_bytes)
+  size_t len = fread(buf, 1, max_bytes + 1, f);
+  dl_status s = DL_OK;
+  if (ferror(f))
+    s = dl_fail(DL_ERR_IO, "%s: cannot read: %s", d->file, strerror(errno));
+  else if (len > max_bytes)
     s = dl_fail(DL_ERR_FORMAT, "%s: larger than %zu bytes; a scenario file is a few kilobytes",
                 d->file, max_bytes);
+  fclose(f);
   if (s != DL_OK) {
     free(buf);
     return s;
@@ -163,47 +149,27 @@ static dl_status syntax_error(const yu_doc *d, struct fy_diag *diag) {
                  d->file);
 }
 
-/* Parses the bytes; a second document in the stream is refused, so that no
- * part of the file is silently ignored. */
+/* Parses the bytes into the first document; a second document in the
+ * stream is refused, so that no part of the file is silently ignored. */
 static dl_status parse(yu_doc *d, struct fy_diag *diag) {
   struct fy_parse_cfg pc;
   memset(&pc, 0, sizeof pc);
   pc.flags = FYPCF_QUIET;
   pc.diag = diag;
-  struct fy_document *doc = fy_document_build_from_string(&pc, d->bytes, d->len);
-  if (!doc || fy_diag_got_error(diag)) {
-    if (doc) fy_document_destroy(doc);
-    return syntax_error(d, diag);
-  }
-  d->doc = doc;
-  return DL_OK;
-}
-
-static dl_status refuse_second_document(const yu_doc *d, struct fy_diag *diag) {
-  struct fy_parse_cfg pc;
-  memset(&pc, 0, sizeof pc);
-  pc.flags = FYPCF_QUIET;
-  pc.diag = diag;
-  struct fy_parser *p = fy_parser_create(&pc);
-  if (!p || fy_parser_set_string(p, d->bytes, d->len) != 0) {
-    if (p) fy_parser_destroy(p);
+  d->parser = fy_parser_create(&pc);
+  if (!d->parser || fy_parser_set_string(d->parser, d->bytes, d->len) != 0)
     return dl_fail(DL_ERR_NOMEM, "%s: out of memory creating the YAML parser", d->file);
-  }
-  dl_status s = DL_OK;
-  struct fy_document *first = fy_parse_load_document(p);
-  struct fy_document *second = first ? fy_parse_load_document(p) : NULL;
+  d->doc = fy_parse_load_document(d->parser);
+  if (!d->doc || fy_diag_got_error(diag)) return syntax_error(d, diag);
+  struct fy_document *second = fy_parse_load_document(d->parser);
   if (second) {
     yu_pos at = pos_or(fy_document_root(second), (yu_pos){1, 1});
-    s = dl_fail(DL_ERR_FORMAT, "%s:%d:%d: a second YAML document ('---'); a scenario file "
-                               "holds exactly one",
-                d->file, at.line, at.col);
-    fy_parse_document_destroy(p, second);
-  } else if (fy_diag_got_error(diag)) {
-    s = syntax_error(d, diag);
+    fy_parse_document_destroy(d->parser, second);
+    return dl_fail(DL_ERR_FORMAT, "%s:%d:%d: a second YAML document ('---'); a scenario file "
+                                  "holds exactly one",
+                   d->file, at.line, at.col);
   }
-  if (first) fy_parse_document_destroy(p, first);
-  fy_parser_destroy(p);
-  return s;
+  return fy_diag_got_error(diag) ? syntax_error(d, diag) : DL_OK;
 }
 
 dl_status yu_doc_load(yu_doc *d, const char *file, size_t max_bytes) {
@@ -225,16 +191,17 @@ dl_status yu_doc_load(yu_doc *d, const char *file, size_t max_bytes) {
     s = dl_fail(DL_ERR_NOMEM, "%s: out of memory for YAML diagnostics", file);
   if (diag) fy_diag_set_collect_errors(diag, true);
   if (s == DL_OK) s = parse(d, diag);
-  if (s == DL_OK) s = refuse_second_document(d, diag);
   if (diag) fy_diag_destroy(diag);
   if (s != DL_OK) yu_doc_free(d);
   return s;
 }
 
 void yu_doc_free(yu_doc *d) {
-  if (d->doc) fy_document_destroy(d->doc);
+  if (d->doc) fy_parse_document_destroy(d->parser, d->doc);
+  if (d->parser) fy_parser_destroy(d->parser);
   free(d->bytes);
   d->doc = NULL;
+  d->parser = NULL;
   d->bytes = NULL;
   d->len = 0;
 }

@@ -18,6 +18,7 @@
 
 struct fy_document;
 struct fy_node;
+struct fy_parser;
 
 enum { YU_PATH_MAX = 256, YU_KEY_MAX = 128, YU_FILE_MAX = 600,
        YU_MAX_FIELDS = 64 };
@@ -27,6 +28,7 @@ typedef struct yu_doc {
   char file[YU_FILE_MAX]; /* as given, for messages */
   char *bytes;            /* the file's content, NUL-terminated */
   size_t len;
+  struct fy_parser *parser; /* owns doc */
   struct fy_document *doc;
 } yu_doc;
 

@@ -478,6 +478,8 @@ static const bad_case bad_cases[] = {
     {NULL, "# nothing but a comment\n", DL_ERR_FORMAT, "#", 0, "no YAML document"},
     {"steps: 4\n", "steps: 4\n---\nname: again\n", DL_ERR_FORMAT, "name: again", 0,
      "a second YAML document"},
+    {NULL, "name: bad\n---\nb: [\n", DL_ERR_FORMAT, "b: [\n", 5,
+     "YAML syntax error: flow sequence without a closing bracket"},
     /* unknown keys */
     {"optimizer: {", "optimiser: {", DL_ERR_FORMAT, "optimiser", 0,
      "optimiser: unknown key 'optimiser'; expected one of: name, description, seed, model"},
