@@ -4,6 +4,7 @@
 #include "check.h"
 #include "checks_impl.h"
 #include "env.h"
+#include "path.h"
 #include "runner.h"
 #include "trace_io.h"
 
@@ -46,7 +47,7 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
       DL_TRY(dlc_trace_copy(&traces[i], &reuse[i]));
       continue;
     }
-    snprintf(p.what, sizeof p.what, "%s%s", label, runs[i].name);
+    snprintf(p.what, sizeof p.what, "%.60s%.60s", label, runs[i].name); /* a progress label */
     DL_TRY(dlc_run(&runs[i], &ro, &traces[i]));
     snprintf(traces[i].backend, sizeof traces[i].backend, "%s", o->backend);
     traces[i].scenario_hash = s->hash;
@@ -71,9 +72,10 @@ dl_status dlc_evaluate_checks(const dlc_scenario *s, const dlc_trace *traces, in
   return DL_OK;
 }
 
-static void golden_path(const dlc_scenario *s, const dlc_exec_options *o, char *buf, size_t len) {
-  if (o->golden_dir) snprintf(buf, len, "%s/%s/%s.h5", o->golden_dir, s->name, o->backend);
-  else snprintf(buf, len, "%s/golden/%s/%s.h5", o->root, s->name, o->backend);
+static dl_status golden_path(const dlc_scenario *s, const dlc_exec_options *o, char *buf,
+                             size_t len) {
+  if (o->golden_dir) return dlc_path(buf, len, "%s/%s/%s.h5", o->golden_dir, s->name, o->backend);
+  return dlc_path(buf, len, "%s/golden/%s/%s.h5", o->root, s->name, o->backend);
 }
 
 /* Portability report: which environment keys changed since the golden. */
@@ -96,14 +98,12 @@ static void describe_env_change(const char *golden_env, dlc_verdict *v) {
 
 /* The reference run against the golden: bitwise on the CPU backend (the
  * engine promises it), else the tolerance recorded in the golden. */
-static dl_status compare_golden(const dlc_scenario *s, const dlc_exec_options *o,
+static dl_status compare_golden(const dlc_scenario *s, const char *path,
                                 dlc_scenario_result *r) {
-  char path[2 * DLC_PATH_MAX];
-  golden_path(s, o, path, sizeof path);
   dlc_verdict_init(&r->golden, "golden", "", "");
   r->golden_trace = calloc(1, sizeof *r->golden_trace);
   if (!r->golden_trace) return dl_fail(DL_ERR_NOMEM, "out of memory for the golden trace");
-  dlc_golden_meta meta;
+  static _Thread_local dlc_golden_meta meta; /* 14 KiB: off the stack */
   dl_status st = dlc_trace_load(path, r->golden_trace, &meta);
   if (st == DL_ERR_IO) {
     free(r->golden_trace);
@@ -126,7 +126,7 @@ static dl_status compare_golden(const dlc_scenario *s, const dlc_exec_options *o
   snprintf(spec.a, sizeof spec.a, "%s", r->traces[0].run);
   spec.tol = dlc_tolerance_bitwise();
   const char *rule = dlc_golden_meta_tol(&meta, "params");
-  if (strcmp(o->backend, "cpu") != 0 && rule && dlc_tolerance_parse(rule, &spec.tol))
+  if (strcmp(r->backend, "cpu") != 0 && rule && dlc_tolerance_parse(rule, &spec.tol))
     spec.tol = dlc_tolerance_default(DL_F32);
   dlc_trace pair[2] = {r->traces[0], *r->golden_trace};
   st = dlc_check_equivalence(&spec, pair, 2, &r->golden);
@@ -138,21 +138,86 @@ static dl_status compare_golden(const dlc_scenario *s, const dlc_exec_options *o
   return DL_OK;
 }
 
-static dl_status run_variant(const dlc_scenario *s, const dlc_variant *var,
-                             const dlc_exec_options *o, const dlc_trace *base,
-                             dlc_pitfall_outcome *out) {
+static dl_status copy_file(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb");
+  if (!in) return dl_fail(DL_ERR_IO, "%s: cannot open: %s", from, strerror(errno));
+  FILE *out = fopen(to, "wb");
+  if (!out) {
+    fclose(in);
+    return dl_fail(DL_ERR_IO, "%s: cannot create: %s", to, strerror(errno));
+  }
+  char buf[65536];
+  size_t n;
+  bool ok = true;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0) ok &= fwrite(buf, 1, n, out) == n;
+  ok &= !ferror(in);
+  fclose(in);
+  ok &= fclose(out) == 0;
+  return ok ? DL_OK : dl_fail(DL_ERR_IO, "copying %s to %s failed", from, to);
+}
+
+/* Where the traces of the pipeline (variant -1) or of a variant come from:
+ * training them now, or reading those an earlier run saved. */
+typedef struct trace_source {
+  dl_status (*get)(struct trace_source *src, int variant, dlc_trace *out);
+  const dlc_scenario *s;
+  const dlc_exec_options *o;
+  const dlc_trace *pipeline; /* for reuse by variants */
+  const char *dir;           /* TRACE_DIR/<scenario> */
+} trace_source;
+
+static dl_status trace_file(const trace_source *src, int variant, const char *run, char *buf,
+                            size_t len) {
+  return dlc_path(buf, len, "%s/%s/%s.h5", src->dir,
+                  variant < 0 ? "pipeline" : src->s->variants[variant].name, run);
+}
+
+static dl_status save_traces(trace_source *src, int variant, const dlc_trace *t) {
+  if (!src->dir) return DL_OK;
+  for (int i = 0; i < src->s->nruns; i++) {
+    char path[3 * DLC_PATH_MAX];
+    DL_TRY(trace_file(src, variant, t[i].run, path, sizeof path));
+    DL_TRY(dlc_make_parent_dirs(path));
+    DL_TRY(dlc_trace_save(path, &t[i], NULL));
+  }
+  return DL_OK;
+}
+
+static dl_status train_traces(trace_source *src, int variant, dlc_trace *out) {
+  const dlc_scenario *s = src->s;
+  const dlc_variant *v = variant < 0 ? NULL : &s->variants[variant];
+  char label[DLC_NAME_MAX + 16] = "";
+  if (v) snprintf(label, sizeof label, "%s: ", v->name);
+  DL_TRY(run_all(s, v ? v->runs : s->runs, src->o, label, out, v ? src->pipeline : NULL));
+  return save_traces(src, variant, out);
+}
+
+static dl_status read_traces(trace_source *src, int variant, dlc_trace *out) {
+  for (int i = 0; i < src->s->nruns; i++) {
+    char path[3 * DLC_PATH_MAX];
+    DL_TRY(trace_file(src, variant, src->s->runs[i].name, path, sizeof path));
+    DL_TRY(dlc_trace_load(path, &out[i], NULL));
+  }
+  return DL_OK;
+}
+
+static void free_traces(dlc_trace *t, int n) {
+  for (int i = 0; i < n; i++) dlc_trace_free(&t[i]);
+}
+
+static dl_status assess_variant(trace_source *src, int variant, dlc_pitfall_outcome *out) {
+  const dlc_scenario *s = src->s;
+  const dlc_variant *var = &s->variants[variant];
   dlc_trace traces[DLC_MAX_RUNS];
   memset(traces, 0, sizeof traces);
   snprintf(out->variant, sizeof out->variant, "%s", var->name);
   snprintf(out->pitfall, sizeof out->pitfall, "%s", var->pitfall);
   snprintf(out->description, sizeof out->description, "%s", var->description);
-  char label[DLC_NAME_MAX + 16];
-  snprintf(label, sizeof label, "%s: ", var->name);
-  dl_status st = run_all(s, var->runs, o, label, traces, base);
+  dl_status st = src->get(src, variant, traces);
   dlc_verdict *all = calloc((size_t)s->nchecks, sizeof *all);
   if (!st && !all) st = dl_fail(DL_ERR_NOMEM, "out of memory for verdicts");
   if (!st) st = dlc_evaluate_checks(s, traces, s->nruns, var->name, var->pitfall, all);
-  for (int i = 0; i < s->nruns; i++) dlc_trace_free(&traces[i]);
+  free_traces(traces, s->nruns);
   if (st) {
     free(all);
     return dl_fail_context(st, "variant %s: ", var->name);
@@ -166,54 +231,101 @@ static dl_status run_variant(const dlc_scenario *s, const dlc_variant *var,
   return DL_OK;
 }
 
-dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
-                               dlc_scenario_result *r) {
-  double t0 = now_seconds();
+static dl_status result_alloc(const dlc_scenario *s, const char *backend,
+                              dlc_scenario_result *r) {
   memset(r, 0, sizeof *r);
   snprintf(r->scenario, sizeof r->scenario, "%s", s->name);
   snprintf(r->description, sizeof r->description, "%s", s->description);
-  snprintf(r->backend, sizeof r->backend, "%s", o->backend);
+  snprintf(r->backend, sizeof r->backend, "%s", backend);
   r->traces = calloc((size_t)s->nruns, sizeof *r->traces);
   r->checks = calloc((size_t)s->nchecks + 1, sizeof *r->checks);
   r->pitfalls = calloc((size_t)s->nvariants + 1, sizeof *r->pitfalls);
   if (!r->traces || !r->checks || !r->pitfalls)
     return dl_fail(DL_ERR_NOMEM, "out of memory for results");
   r->ntraces = s->nruns;
-  DL_TRY(run_all(s, s->runs, o, "", r->traces, NULL));
   r->nchecks = s->nchecks;
+  return DL_OK;
+}
+
+/* Checks on the pipeline's traces, the golden, then each variant. */
+static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
+                        dlc_scenario_result *r) {
+  const dlc_scenario *s = src->s;
+  DL_TRY(src->get(src, -1, r->traces));
+  src->pipeline = r->traces;
   DL_TRY(dlc_evaluate_checks(s, r->traces, r->ntraces, "", "", r->checks));
-  DL_TRY(compare_golden(s, o, r));
-  for (int i = 0; o->pitfalls && i < s->nvariants; i++) {
-    DL_TRY(run_variant(s, &s->variants[i], o, r->traces, &r->pitfalls[i]));
+  DL_TRY(compare_golden(s, golden, r));
+  for (int i = 0; pitfalls && i < s->nvariants; i++) {
+    DL_TRY(assess_variant(src, i, &r->pitfalls[i]));
     r->npitfalls++;
   }
+  return DL_OK;
+}
+
+/* Keeps scenario.yaml and the golden beside the traces, for reload. */
+static dl_status keep_inputs(const dlc_scenario *s, const char *dir, const char *golden) {
+  char from[2 * DLC_PATH_MAX], to[2 * DLC_PATH_MAX];
+  DL_TRY(dlc_path(from, sizeof from, "%s/scenario.yaml", s->dir));
+  DL_TRY(dlc_path(to, sizeof to, "%s/scenario.yaml", dir));
+  DL_TRY(dlc_make_parent_dirs(to));
+  DL_TRY(copy_file(from, to));
+  DL_TRY(dlc_path(to, sizeof to, "%s/golden.h5", dir));
+  FILE *g = fopen(golden, "rb");
+  if (!g) return DL_OK; /* no golden: reload says so too */
+  fclose(g);
+  return copy_file(golden, to);
+}
+
+dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
+                               dlc_scenario_result *r) {
+  double t0 = now_seconds();
+  char golden[2 * DLC_PATH_MAX], dir[2 * DLC_PATH_MAX];
+  DL_TRY(golden_path(s, o, golden, sizeof golden));
+  trace_source src = {.get = train_traces, .s = s, .o = o};
+  if (o->trace_dir) {
+    DL_TRY(dlc_path(dir, sizeof dir, "%s/%s", o->trace_dir, s->name));
+    src.dir = dir;
+    DL_TRY(keep_inputs(s, dir, golden));
+  }
+  DL_TRY(result_alloc(s, o->backend, r));
+  DL_TRY(assess(&src, golden, o->pitfalls, r));
   r->seconds = now_seconds() - t0;
   return DL_OK;
 }
 
-static dl_status make_dirs(const char *path) {
-  char buf[2 * DLC_PATH_MAX];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-      return dl_fail(DL_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
-    *p = '/';
+dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
+                              dlc_scenario_result *r) {
+  char dir[2 * DLC_PATH_MAX], golden[3 * DLC_PATH_MAX], probe[3 * DLC_PATH_MAX];
+  DL_TRY(dlc_path(dir, sizeof dir, "%s/%s", trace_dir, s->name));
+  DL_TRY(dlc_path(golden, sizeof golden, "%s/golden.h5", dir));
+  trace_source src = {.get = read_traces, .s = s, .dir = dir};
+  DL_TRY(result_alloc(s, "cpu", r));
+  /* Variants are reassessed when the run saved them. */
+  bool pitfalls = false;
+  if (s->nvariants) {
+    DL_TRY(trace_file(&src, 0, s->runs[0].name, probe, sizeof probe));
+    FILE *f = fopen(probe, "rb");
+    pitfalls = f != NULL;
+    if (f) fclose(f);
   }
-  return DL_OK;
+  return assess(&src, golden, pitfalls, r);
 }
 
+/* A golden holds the reference run only: only it is trained. */
 dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, char *written,
                               size_t len) {
-  dlc_trace traces[DLC_MAX_RUNS];
-  memset(traces, 0, sizeof traces);
-  dl_status st = run_all(s, s->runs, o, "", traces, NULL);
   char path[2 * DLC_PATH_MAX];
-  golden_path(s, o, path, sizeof path);
-  dlc_golden_meta meta;
-  bool cpu = strcmp(o->backend, "cpu") == 0;
-  if (!st) st = dlc_golden_meta_init(&meta);
+  DL_TRY(golden_path(s, o, path, sizeof path));
+  progress_ctx p = {.o = o, .scenario = s->name};
+  snprintf(p.what, sizeof p.what, "record %s", s->runs[0].name);
+  dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
+                        .progress = on_step, .user = &p};
+  dlc_trace trace;
+  DL_TRY(dlc_run(&s->runs[0], &ro, &trace));
+  snprintf(trace.backend, sizeof trace.backend, "%s", o->backend);
+  trace.scenario_hash = s->hash;
+  static dlc_golden_meta meta; /* 14 KiB: off the stack */
+  dl_status st = dlc_golden_meta_init(&meta);
   if (!st) {
     dlc_env e;
     dlc_env_fingerprint(&e);
@@ -221,12 +333,13 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
   }
   /* The CPU engine promises the same bits everywhere; other backends get
    * float32's default closeness. */
+  bool cpu = strcmp(o->backend, "cpu") == 0;
   const char *quantities[] = {"loss", "grad_norm", "params", "buffers"};
   for (int i = 0; !st && i < 4; i++)
     st = dlc_golden_meta_set_tol(&meta, quantities[i], cpu ? "bitwise" : "close(1.3e-6, 1e-5)");
-  if (!st) st = make_dirs(path);
-  if (!st) st = dlc_trace_save(path, &traces[0], &meta);
-  for (int i = 0; i < s->nruns; i++) dlc_trace_free(&traces[i]);
-  if (!st && written) snprintf(written, len, "%s", path);
+  if (!st) st = dlc_make_parent_dirs(path);
+  if (!st) st = dlc_trace_save(path, &trace, &meta);
+  dlc_trace_free(&trace);
+  if (!st && written) st = dlc_path(written, len, "%s", path);
   return st;
 }

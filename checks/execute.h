@@ -12,6 +12,10 @@ typedef struct dlc_exec_options {
   const char *backend;     /* "cpu" */
   const char *workdir;     /* scratch directory for checkpoints */
   bool pitfalls;           /* also run every pitfall variant */
+  /* If set, every trace is also written to TRACE_DIR/<scenario>/<pipeline or
+   * variant>/<run>.h5, with scenario.yaml and the golden beside, so that
+   * dlc_scenario_reload can rebuild the result without training. */
+  const char *trace_dir;
   /* Progress, may be NULL: what = "run reference" / "variant G1", step of steps. */
   void (*progress)(void *user, const char *scenario, const char *what, int64_t step,
                    int64_t steps);
@@ -22,6 +26,12 @@ typedef struct dlc_exec_options {
  * could not run at all (bad data, I/O), with a message. */
 dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
                                dlc_scenario_result *out);
+
+/* Rebuilds the result of an earlier execute with trace_dir set, from the
+ * traces in TRACE_DIR/<scenario>/ (s loaded from its scenario.yaml there):
+ * the checks are evaluated again, nothing is trained. */
+dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
+                              dlc_scenario_result *out);
 
 /* Runs the scenario's runs and writes the reference run's trace as
  * GOLDEN_DIR/<scenario>/<backend>.h5, atomically. */

@@ -3,15 +3,18 @@
 #include "cli.h"
 
 #include "execute.h"
+#include "path.h"
 #include "report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
 static const char run_help[] =
     "usage: dlcheck run [options] SCENARIO_DIR...\n"
+    "       (a directory of scenario directories, e.g. scenarios, runs each of them)\n"
     "       dlcheck record [options] SCENARIO_DIR...\n"
     "\n"
     "run: trains every run of each scenario, checks the invariants between them,\n"
@@ -23,7 +26,8 @@ static const char run_help[] =
     "  --comm local         communication backend of data-parallel runs (default local)\n"
     "  --world N            ranks for every data-parallel run of the scenarios\n"
     "  --pitfalls           also run each pitfall variant; it must be caught by its check\n"
-    "  --out DIR            write report.json, junit.xml and report.html into DIR\n"
+    "  --out DIR            write report.json, junit.xml and report.html into DIR, and\n"
+    "                       every trace under DIR/traces (for `dlcheck report DIR`)\n"
     "  --golden-dir DIR     goldens under DIR/<scenario>/<backend>.h5 (default ROOT/golden)\n"
     "  -v, --verbose        print every check's evidence, also when it passes\n"
     "  -h, --help           this text\n"
@@ -95,6 +99,60 @@ static void apply_world(dlc_scenario *s, int world) {
       if (s->variants[v].runs[i].parallel.world > 1) s->variants[v].runs[i].parallel.world = world;
 }
 
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool has_scenario(const char *dir) {
+  char path[4096];
+  if (dlc_path(path, sizeof path, "%s/scenario.yaml", dir)) return false;
+  return access(path, F_OK) == 0;
+}
+
+/* A directory of scenario directories (`dlcheck run scenarios`) stands for
+ * each of them, in name order. */
+static int expand_dirs(run_args *a, char ***owned, int *nowned) {
+  char **list = NULL;
+  int n = 0;
+  for (int i = 0; i < a->ndirs; i++) {
+    DIR *d = has_scenario(a->dirs[i]) ? NULL : opendir(a->dirs[i]);
+    int first = n;
+    for (struct dirent *e; d && (e = readdir(d));) {
+      char sub[4096];
+      if (e->d_name[0] == '.' || dlc_path(sub, sizeof sub, "%s/%s", a->dirs[i], e->d_name) ||
+          !has_scenario(sub))
+        continue;
+      char **grown = realloc(list, (size_t)(n + 1) * sizeof *list);
+      if (!grown || !(grown[n] = strdup(sub))) {
+        free(grown ? grown : list);
+        closedir(d);
+        fprintf(stderr, "dlcheck: out of memory\n");
+        return EXIT_USAGE;
+      }
+      list = grown;
+      n++;
+    }
+    if (d) closedir(d);
+    if (n > first) {
+      qsort(list + first, (size_t)(n - first), sizeof *list, by_name);
+      continue;
+    }
+    char **grown = realloc(list, (size_t)(n + 1) * sizeof *list);
+    if (!grown || !(grown[n] = strdup(a->dirs[i]))) {
+      free(grown ? grown : list);
+      fprintf(stderr, "dlcheck: out of memory\n");
+      return EXIT_USAGE;
+    }
+    list = grown;
+    n++;
+  }
+  a->dirs = list;
+  a->ndirs = n;
+  *owned = list;
+  *nowned = n;
+  return -1;
+}
+
 static int record_one(dlc_scenario *s, const dlc_exec_options *o) {
   char path[1024];
   dl_status st = dlc_scenario_record(s, o, path, sizeof path);
@@ -155,14 +213,28 @@ int cmd_run(int argc, char **argv, bool record) {
   run_args a;
   int code = parse_args(argc, argv, &a);
   if (code >= 0) return code;
+  char **owned = NULL;
+  int nowned = 0;
+  code = expand_dirs(&a, &owned, &nowned);
+  if (code >= 0) return code;
   char workdir[] = "/tmp/dlcheck-XXXXXX";
   if (!mkdtemp(workdir)) {
     perror("dlcheck: cannot create a scratch directory in /tmp");
+    for (int i = 0; i < nowned; i++) free(owned[i]);
+    free(owned);
     return EXIT_ENVIRONMENT;
   }
+  char traces[4096];
+  if (a.out && dlc_path(traces, sizeof traces, "%s/traces", a.out)) {
+    fprintf(stderr, "dlcheck: %s\n", dl_last_error());
+    return EXIT_USAGE;
+  }
   dlc_exec_options o = {.root = cli_root(), .golden_dir = a.golden_dir, .backend = a.backend,
-                        .workdir = workdir, .pitfalls = a.pitfalls, .progress = cli_progress};
+                        .workdir = workdir, .pitfalls = a.pitfalls, .progress = cli_progress,
+                        .trace_dir = a.out ? traces : NULL};
   code = run_scenarios(&a, record, &o);
   rmdir(workdir);
+  for (int i = 0; i < nowned; i++) free(owned[i]);
+  free(owned);
   return code;
 }

@@ -10,6 +10,9 @@ static const char usage[] =
     "commands:\n"
     "  run SCENARIO_DIR...     run scenarios, check invariants, compare with the golden\n"
     "  record SCENARIO_DIR...  write golden files (atomically)\n"
+    "  compare A.h5 B.h5       compare two traces / goldens (numbers and environment)\n"
+    "  report DIR              render the report of a `run --out DIR` again\n"
+    "  env [--json] [G.h5]     environment fingerprint (and what differs from a golden)\n"
     "  list                    scenarios and the catalogue pitfalls each covers\n"
     "\n"
     "`dlcheck COMMAND --help` describes a command's options.\n"
@@ -29,6 +32,9 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1, false);
   if (strcmp(cmd, "record") == 0) return cmd_run(argc - 1, argv + 1, true);
   if (strcmp(cmd, "list") == 0) return cmd_list(argc - 1, argv + 1);
+  if (strcmp(cmd, "env") == 0) return cmd_env(argc - 1, argv + 1);
+  if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 1, argv + 1);
+  if (strcmp(cmd, "report") == 0) return cmd_report(argc - 1, argv + 1);
   fprintf(stderr, "dlcheck: unknown command '%s'\n\n%s", cmd, usage);
   return EXIT_USAGE;
 }

@@ -1,0 +1,16 @@
+/* Building file paths without silent truncation. */
+#ifndef DLC_PATH_H
+#define DLC_PATH_H
+
+#include "status.h"
+
+#include <stddef.h>
+
+/* printf into buf; DL_ERR_INVALID ("path too long: ...") if it does not fit. */
+dl_status dlc_path(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Creates every missing directory above the file `path` (mkdir -p of its
+ * dirname). */
+dl_status dlc_make_parent_dirs(const char *path);
+
+#endif
