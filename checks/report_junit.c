@@ -120,7 +120,7 @@ static void pitfall_case(FILE *f, const char *scenario, const dlc_pitfall_outcom
     snprintf(prefix, sizeof prefix, "caught by %s: ", check);
     system_out(f, prefix, &p->verdict);
   } else {
-    char message[sizeof p->verdict.evidence + sizeof p->description + 2 * DLC_NAME_MAX];
+    char message[sizeof p->verdict.evidence + sizeof p->description + 3 * DLC_NAME_MAX];
     snprintf(message, sizeof message, "not caught: check %s gave %s, it must fail on %s%s%s. %s",
              check, dlc_verdict_name(p->verdict.kind), p->variant,
              p->description[0] ? ": " : "", p->description, p->verdict.evidence);

@@ -151,7 +151,7 @@ static void put_golden(FILE *out, const dlc_scenario_result *r, bool color, bool
     return;
   }
   char how[DLC_NAME_MAX + 64];
-  snprintf(how, sizeof how, "no golden: record one with dlcheck record scenarios/%s",
+  snprintf(how, sizeof how, "no golden: record with dlcheck record scenarios/%s",
            r->scenario);
   put_line(out, "SKIP", YELLOW, color, name, r->golden.evidence[0] ? r->golden.evidence : how);
 }

@@ -88,7 +88,7 @@ static int64_t ln_grain(int64_t dim) { return dim >= 8192 ? 1 : 8192 / dim; }
 static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                             dl_tensor *y) {
   char name[128];
-  int64_t rows;
+  int64_t rows = 0;
   DL_TRY(ln_rows_of(l, x, "input", &rows));
   dl_tensor_free(&l->saved[0]);
   dl_tensor_free(&l->saved[1]);
@@ -173,7 +173,7 @@ static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   (void)ctx;
   (void)y;
   char name[128];
-  int64_t rows, dy_rows;
+  int64_t rows = 0, dy_rows = 0;
   DL_TRY(ln_rows_of(l, x, "input", &rows));
   DL_TRY(ln_rows_of(l, dy, "output gradient", &dy_rows));
   if (!dl_tensor_same_shape(x, dy))

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# End-to-end tests of the dlcheck command line: run, record, compare,
+# report, env, list, exit codes, and what bad input does (exit 2, a clear
+# message, nothing written). Usage: test_cli.sh PATH/TO/dlcheck
+set -u
+DLCHECK=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+export DLCHECK_ROOT=$ROOT
+WORK=$(mktemp -d /tmp/dlcheck-cli-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+cp -r "$HERE/small" "$WORK/small"
+GOLDEN="$WORK/golden"
+passed=0 failed=0
+
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/     /' "$2" | head -20; }
+
+# expect CODE NAME CMD...: runs CMD, output in $WORK/out, checks the exit code.
+expect() {
+  local code=$1 name=$2
+  shift 2
+  "$@" >"$WORK/out" 2>&1
+  local got=$?
+  if [ "$got" -eq "$code" ]; then ok "$name"; else bad "$name (exit $got, expected $code)" "$WORK/out"; fi
+}
+# contains NAME TEXT: the last command's output contains TEXT.
+contains() {
+  if grep -qF -- "$2" "$WORK/out"; then ok "$1"; else bad "$1 (no '$2' in output)" "$WORK/out"; fi
+}
+
+expect 0 "help" "$DLCHECK" --help
+contains "help lists run" "run SCENARIO_DIR"
+expect 2 "no command" "$DLCHECK"
+expect 2 "unknown command" "$DLCHECK" frobnicate
+expect 0 "run --help" "$DLCHECK" run --help
+expect 2 "unknown option" "$DLCHECK" run --frob "$WORK/small"
+expect 2 "bad --world" "$DLCHECK" run --world 0 "$WORK/small"
+expect 3 "cuda backend unavailable" "$DLCHECK" run --backend cuda "$WORK/small"
+
+# A scenario without a golden: checks run, the golden is skipped with advice.
+expect 0 "run without golden" "$DLCHECK" run --golden-dir "$GOLDEN" "$WORK/small"
+contains "says how to record" "dlcheck record"
+
+expect 0 "record" "$DLCHECK" record --golden-dir "$GOLDEN" "$WORK/small"
+[ -f "$GOLDEN/small/cpu.h5" ] && ok "golden written" || bad "golden written"
+ls "$GOLDEN/small" | grep -v '^cpu.h5$' >"$WORK/out" && bad "no temporary files left" "$WORK/out" || ok "no temporary files left"
+
+expect 0 "golden matches itself bitwise" "$DLCHECK" run --golden-dir "$GOLDEN" "$WORK/small"
+contains "golden passes" "PASS      small/golden"
+expect 0 "pitfalls caught" "$DLCHECK" run --pitfalls --golden-dir "$GOLDEN" --out "$WORK/report" "$WORK/small"
+contains "G2 caught" "caught    G2"
+for f in report.json junit.xml report.html; do
+  [ -s "$WORK/report/$f" ] && ok "wrote $f" || bad "wrote $f"
+done
+expect 0 "report from saved traces" "$DLCHECK" report "$WORK/report"
+contains "report lists the pitfall" "G2"
+expect 0 "compare a trace with the golden" \
+  "$DLCHECK" compare "$WORK/report/traces/small/pipeline/big.h5" "$GOLDEN/small/cpu.h5"
+expect 1 "compare two different runs" \
+  "$DLCHECK" compare "$WORK/report/traces/small/G2/accumulated.h5" "$GOLDEN/small/cpu.h5"
+contains "compare names the first step" "first differs at step"
+expect 0 "env" "$DLCHECK" env
+expect 0 "env --json" "$DLCHECK" env --json
+expect 0 "env against a golden" "$DLCHECK" env "$GOLDEN/small/cpu.h5"
+contains "env diff" "differences from the machine"
+expect 0 "list" "$DLCHECK" list
+contains "list shows the catalogue" "G1"
+
+# A golden recorded with a perturbed schedule (the learning rate halves from
+# step 3 on) is reported with the right step and tensor.
+mkdir -p "$WORK/perturbed/small" "$WORK/pgolden"
+sed 's/^steps: 6/steps: 6\nschedule: {type: step, step_size: 3, gamma: 0.5}/' \
+  "$WORK/small/scenario.yaml" >"$WORK/perturbed/small/scenario.yaml"
+expect 0 "record a perturbed golden" "$DLCHECK" record --golden-dir "$WORK/pgolden" "$WORK/perturbed/small"
+expect 1 "perturbed golden fails" "$DLCHECK" run --golden-dir "$WORK/pgolden" "$WORK/small"
+contains "names the step" "Bits first differ after step 3"
+contains "names the tensor" "param/1.weight differs"
+contains "names the loss step" "loss first differs at step 4"
+
+# Bad input: exit 2, a clear message, nothing written.
+mkdir -p "$WORK/bad/broken"
+printf 'name: broken\ndescription: x\nmodel: [ {type: linear, in: 4\n' >"$WORK/bad/broken/scenario.yaml"
+expect 2 "malformed YAML" "$DLCHECK" run --out "$WORK/bad/out" "$WORK/bad/broken"
+contains "YAML error has file:line" "broken/scenario.yaml:"
+[ ! -e "$WORK/bad/out" ] && ok "malformed YAML writes nothing" || bad "malformed YAML writes nothing"
+expect 2 "missing scenario" "$DLCHECK" run "$WORK/does-not-exist"
+contains "missing scenario is named" "does-not-exist"
+expect 2 "missing trace" "$DLCHECK" compare "$WORK/none.h5" "$GOLDEN/small/cpu.h5"
+head -c 3000 "$GOLDEN/small/cpu.h5" >"$WORK/truncated.h5"
+expect 2 "truncated trace" "$DLCHECK" compare "$WORK/truncated.h5" "$GOLDEN/small/cpu.h5"
+contains "truncated trace is named" "truncated.h5"
+echo "not hdf5 at all" >"$WORK/text.h5"
+expect 2 "not an HDF5 file" "$DLCHECK" compare "$WORK/text.h5" "$GOLDEN/small/cpu.h5"
+mkdir -p "$WORK/corrupt/small"
+head -c 3000 "$GOLDEN/small/cpu.h5" >"$WORK/corrupt/small/cpu.h5"
+expect 2 "corrupt golden" "$DLCHECK" run --golden-dir "$WORK/corrupt" "$WORK/small"
+
+# A record killed before its rename leaves the previous golden intact.
+before=$(md5sum <"$GOLDEN/small/cpu.h5")
+DLCHECK_FAILPOINT=before_rename "$DLCHECK" record --golden-dir "$GOLDEN" "$WORK/small" >"$WORK/out" 2>&1
+killed=$?
+after=$(md5sum <"$GOLDEN/small/cpu.h5")
+[ "$killed" -eq 137 ] && ok "record killed (SIGKILL) before rename" || bad "record killed (exit $killed)" "$WORK/out"
+[ "$before" = "$after" ] && ok "previous golden intact after a killed record" || bad "previous golden intact"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
