@@ -14,7 +14,7 @@
 #ifndef DLC_VERSION
 #define DLC_VERSION "0.1.0"
 #endif
-/* The lead's CMake passes the compile flags; without them we say so. */
+/* The build passes the flags it compiled with; without them, say so. */
 #ifndef DLC_BUILD_FLAGS
 #define DLC_BUILD_FLAGS "unknown"
 #endif
@@ -204,11 +204,9 @@ static void probe_driver(dlc_env *e) {
 /* Calls `symbol` of the first library of names that loads: int f(int *). */
 static int library_version(const char *const *names, const char *symbol) {
   void *h = open_first(names);
-  if (!h) return 0;
   int (*fn)(int *) = NULL;
   int v = 0;
-  if (!LOOKUP(h, fn, symbol) || fn(&v) != 0) v = 0;
-  dlclose(h);
+  if (!h || !LOOKUP(h, fn, symbol) || fn(&v) != 0) v = 0;
   return v;
 }
 
@@ -221,7 +219,6 @@ static int cublas_version(void) {
   int v[3] = {0, 0, 0};
   bool ok = LOOKUP(h, prop, "cublasGetProperty") != NULL;
   for (int i = 0; ok && i < 3; i++) ok = prop(i, &v[i]) == 0;
-  dlclose(h);
   return ok ? v[0] * 10000 + v[1] * 100 + v[2] : 0;
 }
 
@@ -231,7 +228,6 @@ static int cudnn_version(void) {
   if (!h) return 0;
   size_t (*fn)(void) = NULL;
   size_t v = LOOKUP(h, fn, "cudnnGetVersion") ? fn() : 0;
-  dlclose(h);
   return v <= (size_t)INT32_MAX ? (int)v : 0;
 }
 
@@ -239,6 +235,9 @@ static void probe_cuda(dlc_env *e) {
   static const char *const cudart[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
                                        "libcudart.so.11.0", NULL};
   static const char *const nccl[] = {"libnccl.so.2", "libnccl.so", NULL};
+  const char *skip = getenv("DLCHECK_NO_CUDA_PROBE");
+  if (skip && *skip && strcmp(skip, "0") != 0) return;
+  e->cuda_probed = true;
   probe_driver(e);
   e->cuda_runtime = library_version(cudart, "cudaRuntimeGetVersion");
   e->cublas = cublas_version();
@@ -260,7 +259,7 @@ void dlc_env_fingerprint(dlc_env *e) {
 
 /* ---- values as text ----------------------------------------------------------- */
 
-static const char not_available[] = "not available";
+static const char not_available[] = "not available", not_probed[] = "not probed";
 
 /* CUDA's 12040 -> "12.4" */
 static void cuda_version_text(int v, char *buf, size_t len) {
@@ -308,28 +307,45 @@ static const char *const labels[] = {
 
 enum { MAX_VALUE = 2048 };
 
+/* Indices into dlc_env_keys. */
+enum {
+  K_DLCHECK, K_CPU, K_FLAGS, K_CORES, K_OS, K_OS_RELEASE, K_GLIBC, K_COMPILER, K_BUILD_FLAGS,
+  K_OPTIMIZED, K_HDF5, K_DRIVER, K_DEVICES, K_RUNTIME, K_CUBLAS, K_CUDNN, K_NCCL, K_TF32,
+  K_WORKSPACE
+};
+
+static void cuda_value(const dlc_env *e, int k, char *buf, size_t len) {
+  if (!e->cuda_probed) {
+    set(buf, len, k == K_DEVICES ? "not probed (DLCHECK_NO_CUDA_PROBE is set)" : not_probed);
+    return;
+  }
+  switch (k) {
+  case K_DRIVER: cuda_version_text(e->cuda_driver, buf, len); break;
+  case K_DEVICES: devices_text(e, buf, len); break;
+  case K_RUNTIME: cuda_version_text(e->cuda_runtime, buf, len); break;
+  case K_CUBLAS: triple_text(e->cublas, 10000, buf, len); break;
+  case K_CUDNN: triple_text(e->cudnn, e->cudnn >= 90000 ? 10000 : 1000, buf, len); break;
+  default: triple_text(e->nccl, e->nccl >= 20900 ? 10000 : 1000, buf, len); break;
+  }
+}
+
 /* Value of key number k into buf (MAX_VALUE bytes). */
 static void value_at(const dlc_env *e, int k, char *buf, size_t len) {
   switch (k) {
-  case 0: set(buf, len, e->dlcheck); break;
-  case 1: set(buf, len, e->cpu_model); break;
-  case 2: set(buf, len, e->cpu_flags); break;
-  case 3: snprintf(buf, len, "%d", e->logical_cores); break;
-  case 4: set(buf, len, e->os); break;
-  case 5: set(buf, len, e->os_release); break;
-  case 6: set(buf, len, e->glibc); break;
-  case 7: set(buf, len, e->compiler); break;
-  case 8: set(buf, len, e->build_flags); break;
-  case 9: set(buf, len, e->optimized ? "yes" : "no"); break;
-  case 10: set(buf, len, e->hdf5); break;
-  case 11: cuda_version_text(e->cuda_driver, buf, len); break;
-  case 12: devices_text(e, buf, len); break;
-  case 13: cuda_version_text(e->cuda_runtime, buf, len); break;
-  case 14: triple_text(e->cublas, 10000, buf, len); break;
-  case 15: triple_text(e->cudnn, e->cudnn >= 90000 ? 10000 : 1000, buf, len); break;
-  case 16: triple_text(e->nccl, e->nccl >= 20900 ? 10000 : 1000, buf, len); break;
-  case 17: set(buf, len, e->tf32_override); break;
-  default: set(buf, len, e->cublas_workspace_config); break;
+  case K_DLCHECK: set(buf, len, e->dlcheck); break;
+  case K_CPU: set(buf, len, e->cpu_model); break;
+  case K_FLAGS: set(buf, len, e->cpu_flags); break;
+  case K_CORES: snprintf(buf, len, "%d", e->logical_cores); break;
+  case K_OS: set(buf, len, e->os); break;
+  case K_OS_RELEASE: set(buf, len, e->os_release); break;
+  case K_GLIBC: set(buf, len, e->glibc); break;
+  case K_COMPILER: set(buf, len, e->compiler); break;
+  case K_BUILD_FLAGS: set(buf, len, e->build_flags); break;
+  case K_OPTIMIZED: set(buf, len, e->optimized ? "yes" : "no"); break;
+  case K_HDF5: set(buf, len, e->hdf5); break;
+  case K_TF32: set(buf, len, e->tf32_override); break;
+  case K_WORKSPACE: set(buf, len, e->cublas_workspace_config); break;
+  default: cuda_value(e, k, buf, len); break;
   }
 }
 
@@ -521,7 +537,7 @@ static dl_status parse_pair(const char **p, pairs *ps) {
 static dl_status parse_object(const char *json, pairs *ps) {
   const char *p = skip_ws(json);
   dl_status s = *p == '{' ? DL_OK : DL_ERR_FORMAT;
-  p = skip_ws(p + 1);
+  if (s == DL_OK) p = skip_ws(p + 1); /* never step over the terminator */
   if (s == DL_OK && *p != '}') {
     for (;;) {
       s = parse_pair(&p, ps);

@@ -6,9 +6,12 @@
  *
  * CUDA is probed without linking it: libcuda.so.1, libcudart, libcublas,
  * libcudnn and libnccl are dlopen'ed at run time, and any failure reads
- * "not available". The driver stays loaded once initialised (unloading it
- * under a process that may use it later is unsafe); the other libraries
- * are closed again.
+ * "not available". They stay loaded: the driver was initialised and this
+ * process may use it, and unloading libraries that started threads or
+ * registered exit handlers is unsafe. Setting DLCHECK_NO_CUDA_PROBE=1
+ * skips the probe (CUDA values read "not probed"): loading cuBLAS and
+ * cuDNN takes long on network filesystems and under valgrind, and cuInit
+ * can hang on a wedged GPU.
  *
  * The JSON is one flat object of string values in a fixed key order
  * (dlc_env_keys), so two fingerprints diff line by line. */
@@ -34,7 +37,7 @@ typedef struct dlc_env {
   char cpu_model[128];       /* /proc/cpuinfo "model name", or "unknown" */
   char cpu_flags[64];        /* present among sse4_2 avx avx2 fma avx512f f16c */
   int logical_cores;
-  char os[192];              /* uname: sysname release machine */
+  char os[256];              /* uname: sysname release machine */
   char os_release[128];      /* PRETTY_NAME of /etc/os-release, or "unknown" */
   char glibc[32];
   char compiler[128];        /* "gcc 12.2.0", "clang 16.0.6 ..." */
@@ -45,6 +48,7 @@ typedef struct dlc_env {
   /* CUDA: 0 means not available. Versions as the libraries report them:
    * driver/runtime 12040 = 12.4; cuBLAS major*10000 + minor*100 + patch;
    * cuDNN 90100 = 9.1.0 (8xxx for cuDNN 8); NCCL 22304 = 2.23.4. */
+  bool cuda_probed;          /* false with DLCHECK_NO_CUDA_PROBE set */
   int cuda_driver;
   bool cuda_driver_loaded;   /* libcuda.so.1 was found */
   int cuda_init_error;       /* cuInit's error code, 0 if it succeeded */

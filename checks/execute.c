@@ -113,11 +113,8 @@ static dl_status compare_golden(const dlc_scenario *s, const char *path,
              "no golden file %s: record one with `dlcheck record %s`", path, s->dir);
     return DL_OK;
   }
-  if (st) {
-    r->golden.kind = DLC_ERROR;
-    snprintf(r->golden.evidence, sizeof r->golden.evidence, "%s", dl_last_error());
-    return DL_OK;
-  }
+  if (st) /* a golden that exists but cannot be read is bad input, not a skip */
+    return dl_fail_context(st, "golden of %s: ", s->name);
   r->golden_present = true;
   snprintf(r->golden_trace->run, sizeof r->golden_trace->run, "golden");
   dlc_check_spec spec = {.name = "golden", .kind = "equivalence", .b = "golden",

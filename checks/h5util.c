@@ -4,10 +4,16 @@
 
 #include "mem.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 /* Sizes no file of ours comes near: a header claiming more is damaged, and
  * refusing it up front keeps a flipped bit from becoming a huge allocation. */
@@ -152,7 +158,7 @@ static dl_status write_attr(hid_t obj, const char *where, const char *name, hid_
   dl_status s = DL_OK;
   if (rc < 0) {
     char why[160];
-    s = dl_fail(DL_ERR_IO, "%s: cannot write attribute %s (%s)", where, name,
+    s = dl_fail(DL_ERR_IO, "%s attribute %s: cannot write it (%s)", where, name,
                 dlc_h5_reason(why));
   }
   if (a >= 0) H5Aclose(a);
@@ -247,12 +253,12 @@ dl_status dlc_h5_write_strs(hid_t loc, const char *where, const char *name, int6
 static dl_status open_attr(hid_t obj, const char *where, const char *name, hid_t *a) {
   *a = H5I_INVALID_HID;
   if (H5Aexists(obj, name) <= 0)
-    return dl_fail(DL_ERR_FORMAT, "%s: attribute %s is missing: not a dlcheck trace, or a "
+    return dl_fail(DL_ERR_FORMAT, "%s attribute %s is missing: not a dlcheck trace, or a "
                    "damaged one", where, name);
   *a = H5Aopen(obj, name, H5P_DEFAULT);
   if (*a < 0) {
     char why[160];
-    return dl_fail(DL_ERR_FORMAT, "%s: attribute %s is unreadable (%s)", where, name,
+    return dl_fail(DL_ERR_FORMAT, "%s attribute %s is unreadable (%s)", where, name,
                    dlc_h5_reason(why));
   }
   return DL_OK;
@@ -271,12 +277,12 @@ static dl_status read_attr_text(hid_t a, const char *where, const char *name, ch
   *width = t >= 0 ? H5Tget_size(t) : 0;
   if (t < 0 || H5Tget_class(t) != H5T_STRING || H5Tis_variable_str(t) != 0 ||
       !is_scalar(space) || *width == 0 || *width > MAX_STR_WIDTH)
-    s = dl_fail(DL_ERR_FORMAT, "%s: attribute %s is not a fixed-length string", where, name);
+    s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is not a fixed-length string", where, name);
   if (s == DL_OK && !(*text = malloc(*width)))
-    s = dl_fail(DL_ERR_NOMEM, "%s: out of memory reading attribute %s", where, name);
+    s = dl_fail(DL_ERR_NOMEM, "%s attribute %s: out of memory reading it", where, name);
   if (s == DL_OK && H5Aread(a, t, *text) < 0) {
     char why[160];
-    s = dl_fail(DL_ERR_FORMAT, "%s: attribute %s is unreadable (%s)", where, name,
+    s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is unreadable (%s)", where, name,
                 dlc_h5_reason(why));
   }
   if (t >= 0) H5Tclose(t);
@@ -299,7 +305,7 @@ dl_status dlc_h5_attr_read_str(hid_t obj, const char *where, const char *name, c
   if (s != DL_OK) return s;
   size_t n = strnlen(text, width);
   if (n >= len)
-    s = dl_fail(DL_ERR_FORMAT, "%s: attribute %s is %zu bytes long; at most %zu fit", where,
+    s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is %zu bytes long; at most %zu fit", where,
                 name, n, len ? len - 1 : 0);
   else {
     memcpy(buf, text, n);
@@ -317,13 +323,13 @@ static dl_status read_attr_int(hid_t obj, const char *where, const char *name, b
   hid_t t = H5Aget_type(a), space = H5Aget_space(a);
   dl_status s = DL_OK;
   if (t < 0 || H5Tget_class(t) != H5T_INTEGER || H5Tget_size(t) > 8 || !is_scalar(space)) {
-    s = dl_fail(DL_ERR_FORMAT, "%s: attribute %s is not a scalar integer", where, name);
+    s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is not a scalar integer", where, name);
   } else {
     *is_signed = H5Tget_sign(t) == H5T_SGN_2;
     herr_t rc = *is_signed ? H5Aread(a, H5T_NATIVE_INT64, i) : H5Aread(a, H5T_NATIVE_UINT64, u);
     if (rc < 0) {
       char why[160];
-      s = dl_fail(DL_ERR_FORMAT, "%s: attribute %s is unreadable (%s)", where, name,
+      s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is unreadable (%s)", where, name,
                   dlc_h5_reason(why));
     }
   }
@@ -339,7 +345,7 @@ dl_status dlc_h5_attr_read_u64(hid_t obj, const char *where, const char *name, u
   DL_TRY(read_attr_int(obj, where, name, &sign, &i, v));
   if (!sign) return DL_OK;
   if (i < 0)
-    return dl_fail(DL_ERR_FORMAT, "%s: attribute %s is %lld; expected a non-negative value",
+    return dl_fail(DL_ERR_FORMAT, "%s attribute %s is %lld; expected a non-negative value",
                    where, name, (long long)i);
   *v = (uint64_t)i;
   return DL_OK;
@@ -351,7 +357,7 @@ dl_status dlc_h5_attr_read_i64(hid_t obj, const char *where, const char *name, i
   DL_TRY(read_attr_int(obj, where, name, &sign, v, &u));
   if (sign) return DL_OK;
   if (u > (uint64_t)INT64_MAX)
-    return dl_fail(DL_ERR_FORMAT, "%s: attribute %s is %llu, out of range", where, name,
+    return dl_fail(DL_ERR_FORMAT, "%s attribute %s is %llu, out of range", where, name,
                    (unsigned long long)u);
   *v = (int64_t)u;
   return DL_OK;
@@ -501,4 +507,80 @@ void dlc_h5_strs_free(dlc_h5_strs *s) {
   if (!s) return;
   dl_mem_free(s->data);
   memset(s, 0, sizeof *s);
+}
+
+/* ---- sealed files ------------------------------------------------------------------- */
+
+enum { HASH_CHUNK = 1 << 16 };
+
+/* xxhash64 of fd's bytes from DLC_H5_USERBLOCK to the end. */
+static dl_status hash_after_userblock(int fd, const char *path, uint64_t *hash) {
+  XXH64_state_t *h = XXH64_createState();
+  char *buf = malloc(HASH_CHUNK);
+  dl_status s = h && buf ? DL_OK : dl_fail(DL_ERR_NOMEM, "%s: out of memory for a checksum", path);
+  if (s == DL_OK) XXH64_reset(h, 0);
+  for (off_t at = DLC_H5_USERBLOCK; s == DL_OK;) {
+    ssize_t n = pread(fd, buf, HASH_CHUNK, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) s = dl_fail(DL_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    if (n <= 0) break;
+    XXH64_update(h, buf, (size_t)n);
+    at += n;
+  }
+  if (s == DL_OK) *hash = XXH64_digest(h);
+  free(buf);
+  if (h) XXH64_freeState(h);
+  return s;
+}
+
+dl_status dlc_h5_seal(int fd, const char *path, const char *magic) {
+  uint64_t hash;
+  char header[DLC_H5_USERBLOCK];
+  DL_TRY(hash_after_userblock(fd, path, &hash));
+  memset(header, 0, sizeof header);
+  snprintf(header, sizeof header, "%sxxh64 %016" PRIx64 "\n", magic, hash);
+  if (pwrite(fd, header, sizeof header, 0) != (ssize_t)sizeof header)
+    return dl_fail(DL_ERR_IO, "%s: cannot write the file header: %s", path, strerror(errno));
+  return DL_OK;
+}
+
+/* The hash written in header, or false if the header is not one of ours. */
+static bool parse_header(const char *header, const char *magic, uint64_t *hash) {
+  size_t m = strlen(magic);
+  char *end;
+  if (memcmp(header, magic, m) != 0 || memcmp(header + m, "xxh64 ", 6) != 0) return false;
+  const char *digits = header + m + 6;
+  for (int i = 0; i < 16; i++)
+    if (!((digits[i] >= '0' && digits[i] <= '9') || (digits[i] >= 'a' && digits[i] <= 'f')))
+      return false;
+  *hash = strtoull(digits, &end, 16);
+  return end == digits + 16 && *end == '\n';
+}
+
+static dl_status check_header(int fd, const char *path, const char *magic) {
+  char header[DLC_H5_USERBLOCK + 1];
+  ssize_t n = pread(fd, header, DLC_H5_USERBLOCK, 0);
+  if (n < 0) return dl_fail(DL_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+  header[n] = '\0';
+  uint64_t stored, computed;
+  if (n < DLC_H5_USERBLOCK || !parse_header(header, magic, &stored))
+    return dl_fail(DL_ERR_FORMAT, "%s: not a file dlcheck wrote, or a damaged one: it does not "
+                   "start with the '%.*s' header", path, (int)strcspn(magic, "\n"), magic);
+  DL_TRY(hash_after_userblock(fd, path, &computed));
+  if (computed == stored) return DL_OK;
+  return dl_fail(DL_ERR_FORMAT, "%s: checksum mismatch (stored %016" PRIx64 ", computed %016"
+                 PRIx64 "): the file is damaged, truncated or was changed after dlcheck wrote "
+                 "it", path, stored, computed);
+}
+
+dl_status dlc_h5_check_seal(const char *path, const char *magic) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return dl_fail(DL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  dl_status s = DL_OK;
+  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
+    s = dl_fail(DL_ERR_IO, "%s: cannot open: it is a directory", path);
+  if (s == DL_OK) s = check_header(fd, path, magic);
+  close(fd);
+  return s;
 }

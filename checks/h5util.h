@@ -96,4 +96,23 @@ dl_status dlc_h5_strs_get(const dlc_h5_strs *s, int64_t i, const char *where,
 char *dlc_h5_strs_dup(const dlc_h5_strs *s, int64_t i);
 void dlc_h5_strs_free(dlc_h5_strs *s); /* leaves s empty; safe on empty */
 
+/* ---- sealed files ------------------------------------------------------------ */
+
+/* A sealed file starts with an HDF5 user block of DLC_H5_USERBLOCK bytes
+ * (create it with H5Pset_userblock) holding a text header,
+ *   MAGIC "xxh64 " 16 hex digits "\n", then NULs,
+ * where the digits are the xxhash64 (seed 0) of every byte after the user
+ * block. HDF5 never parses a file whose seal does not check, so damage of
+ * any kind is a clean DL_ERR_FORMAT, never a crash inside HDF5 or a leak
+ * in its error paths (HDF5 1.10 leaks on damaged object headers). */
+enum { DLC_H5_USERBLOCK = 512 };
+
+/* Writes the header into fd, an HDF5 file closed by HDF5 but open here
+ * read-write; `path` names it in messages. DL_ERR_IO on failure. */
+dl_status dlc_h5_seal(int fd, const char *path, const char *magic);
+/* Checks the seal of `path`: DL_ERR_IO "PATH: cannot open: ..." if it
+ * cannot be read; DL_ERR_FORMAT if the header is missing (another kind of
+ * file) or the hash differs (damaged, truncated or changed since). */
+dl_status dlc_h5_check_seal(const char *path, const char *magic);
+
 #endif

@@ -1,5 +1,7 @@
 #include "tolerance.h"
 
+#include "half.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,21 +34,34 @@ static const char *parse_number(const char *p, double *v, char end) {
   return *q == end ? q + 1 : NULL;
 }
 
+/* "rtol=" / "atol=" before a number are optional, so that what
+ * dlc_tolerance_describe writes parses back. */
+static const char *skip_keyword(const char *p, const char *kw) {
+  p = skip_space(p);
+  size_t n = strlen(kw);
+  const char *q = strncmp(p, kw, n) == 0 ? skip_space(p + n) : p;
+  return *q == '=' ? q + 1 : p;
+}
+
+/* No two float32 values are 2^32 ULPs apart; a larger count would not fit
+ * the int64 it is stored in either. */
+static const double max_ulp = 4294967296.0;
+
 dl_status dlc_tolerance_parse(const char *text, dlc_tolerance *out) {
   const char *p = skip_space(text);
   double a, b;
-  if (strcmp(p, "bitwise") == 0) {
+  if (strncmp(p, "bitwise", 7) == 0 && *skip_space(p + 7) == '\0') {
     *out = dlc_tolerance_bitwise();
     return DL_OK;
   }
   if (strncmp(p, "ulp(", 4) == 0 && (p = parse_number(p + 4, &a, ')')) &&
-      *skip_space(p) == '\0' && a == floor(a)) {
+      *skip_space(p) == '\0' && a == floor(a) && a <= max_ulp) {
     *out = (dlc_tolerance){DLC_TOL_ULP, (int64_t)a, 0, 0};
     return DL_OK;
   }
   p = skip_space(text);
-  if (strncmp(p, "close(", 6) == 0 && (p = parse_number(p + 6, &a, ',')) &&
-      (p = parse_number(p, &b, ')')) && *skip_space(p) == '\0') {
+  if (strncmp(p, "close(", 6) == 0 && (p = parse_number(skip_keyword(p + 6, "rtol"), &a, ',')) &&
+      (p = parse_number(skip_keyword(p, "atol"), &b, ')')) && *skip_space(p) == '\0') {
     *out = (dlc_tolerance){DLC_TOL_CLOSE, 0, a, b};
     return DL_OK;
   }
@@ -137,21 +152,42 @@ dlc_diff dlc_compare_f64(const double *a, const double *b, int64_t n, const dlc_
   return acc_end(&s);
 }
 
+/* float16/bfloat16 storage: the values compare as float32 under the rule;
+ * ULPs count steps of the storage format, so ulp(n) allows n representable
+ * half values between them (float32 ULPs would be 2^13 or 2^16 apart). */
+static int64_t ordered_half(uint16_t h) {
+  return (h & 0x8000u) ? -(int64_t)(h & 0x7fffu) : (int64_t)h;
+}
+
+static dlc_diff compare_half(const dl_tensor *a, const dl_tensor *b, const dlc_tolerance *t) {
+  acc s = acc_start(a->numel, t);
+  const uint16_t *ha = a->data, *hb = b->data;
+  bool brain = a->dtype == DL_BF16;
+  for (int64_t i = 0; i < a->numel; i++) {
+    float fa = brain ? dl_bf16_to_f32(ha[i]) : dl_f16_to_f32(ha[i]);
+    float fb = brain ? dl_bf16_to_f32(hb[i]) : dl_f16_to_f32(hb[i]);
+    int64_t d = ordered_half(ha[i]) - ordered_half(hb[i]);
+    uint64_t ulp = isnan(fa) || isnan(fb) ? (ha[i] == hb[i] ? 0 : UINT64_MAX)
+                                          : (uint64_t)(d < 0 ? -d : d);
+    add_pair(&s, i, fa, fb, ulp, ha[i] == hb[i]);
+  }
+  return acc_end(&s);
+}
+
 dlc_diff dlc_compare_tensors(const dl_tensor *a, const dl_tensor *b, const dlc_tolerance *t) {
   if (a->dtype != b->dtype || !dl_tensor_same_shape(a, b))
     return (dlc_diff){.ok = false, .n = -1, .first_bad = -1};
   if (a->dtype == DL_F32) return dlc_compare_f32(dl_f32(a), dl_f32(b), a->numel, t);
+  if (a->dtype == DL_F16 || a->dtype == DL_BF16) return compare_half(a, b, t);
   acc s = acc_start(a->numel, t);
   size_t sz = dl_dtype_size(a->dtype);
   dlc_tolerance exact = dlc_tolerance_bitwise();
-  s.t = &exact; /* integers and half storage compare exactly */
+  s.t = &exact; /* integers compare exactly */
   for (int64_t i = 0; i < a->numel; i++) {
     const char *pa = (const char *)a->data + (size_t)i * sz, *pb = (const char *)b->data + (size_t)i * sz;
     bool same = memcmp(pa, pb, sz) == 0;
-    double va = a->dtype == DL_I64 ? (double)*(const int64_t *)pa
-                : a->dtype == DL_I32 ? (double)*(const int32_t *)pa : 0;
-    double vb = a->dtype == DL_I64 ? (double)*(const int64_t *)pb
-                : a->dtype == DL_I32 ? (double)*(const int32_t *)pb : 0;
+    double va = a->dtype == DL_I64 ? (double)*(const int64_t *)pa : (double)*(const int32_t *)pa;
+    double vb = a->dtype == DL_I64 ? (double)*(const int64_t *)pb : (double)*(const int32_t *)pb;
     add_pair(&s, i, va, vb, same ? 0 : 1, same);
   }
   return acc_end(&s);

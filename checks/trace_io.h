@@ -1,10 +1,15 @@
 /* Traces and goldens in HDF5, readable by h5py and h5dump.
  *
  * Layout (schema_version 1):
+ *   user block        512 bytes: "dlcheck trace 1\nxxh64 <16 hex digits>\n",
+ *                     the xxhash64 of every byte after the user block
+ *                     (h5util.h). A load checks it before HDF5 parses the
+ *                     file, so a damaged, truncated or edited file is a
+ *                     clean DL_ERR_FORMAT, never changed numbers or a crash.
  *   /                 attributes: schema_version (int64, 1), kind ("trace" or
  *                     "golden"), run, scenario, backend, seed (uint64),
  *                     scenario_hash (uint64) and scenario_hash_hex
- *                     ("0x0123456789abcdef"), content_xxh64 (uint64, below)
+ *                     ("0x0123456789abcdef")
  *   /series/<name>    float64 [steps], in recording order
  *   /digests/names    strings [n]
  *   /digests/values   uint64 [steps, n]: xxhash64 of tensor j after step s
@@ -27,17 +32,12 @@
  * an element of a string dataset and stored as is. Strings are fixed-length,
  * NUL-terminated UTF-8.
  *
- * content_xxh64 is an xxhash64 over everything above except itself and the
- * schema attributes (identity, series, digests, stats, finals with dtypes
- * and shapes, metrics, notes, golden metadata), each length-prefixed: a load
- * recomputes it, so a damaged file fails with DL_ERR_FORMAT instead of
- * loading changed numbers. Metadata is checksummed by HDF5 itself (objects
- * are written in the 1.8 format or newer).
- *
- * Writes are atomic (temporary file beside the target, fsync, rename,
- * directory fsync): a killed writer leaves the old file or the new one.
- * Files carry no timestamps besides recorded_at: the same trace saves to
- * the same bytes. Reads open without file locking (NFS, Lustre). */
+ * A file changed with h5py no longer matches its seal and is refused:
+ * goldens are recorded, not edited. Writes are atomic (temporary file
+ * beside the target, fsync, rename, directory fsync): a killed writer
+ * leaves the old file or the new one. Files carry no timestamps besides
+ * recorded_at: the same trace saves to the same bytes. Reads open without
+ * file locking (NFS, Lustre). */
 #ifndef DLC_TRACE_IO_H
 #define DLC_TRACE_IO_H
 
