@@ -38,7 +38,7 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
                          const dlc_trace *reuse) {
   progress_ctx p = {.o = o, .scenario = s->name};
   dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
-                        .progress = on_step, .user = &p};
+                        .progress = on_step, .user = &p, .comm = o->comm};
   for (int i = 0; i < s->nruns; i++) {
     /* A variant's run that its overrides left untouched is the correct
      * pipeline's run: its trace is reused, not recomputed. */
@@ -169,8 +169,12 @@ static dl_status trace_file(const trace_source *src, int variant, const char *ru
                   variant < 0 ? "pipeline" : src->s->variants[variant].name, run);
 }
 
+static bool writes_files(const dlc_exec_options *o) {
+  return !o->comm || dl_comm_rank(o->comm) == 0;
+}
+
 static dl_status save_traces(trace_source *src, int variant, const dlc_trace *t) {
-  if (!src->dir) return DL_OK;
+  if (!src->dir || !writes_files(src->o)) return DL_OK;
   for (int i = 0; i < src->s->nruns; i++) {
     char path[3 * DLC_PATH_MAX];
     DL_TRY(trace_file(src, variant, t[i].run, path, sizeof path));
@@ -282,7 +286,7 @@ dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
   if (o->trace_dir) {
     DL_TRY(dlc_path(dir, sizeof dir, "%s/%s", o->trace_dir, s->name));
     src.dir = dir;
-    DL_TRY(keep_inputs(s, dir, golden));
+    if (writes_files(o)) DL_TRY(keep_inputs(s, dir, golden));
   }
   DL_TRY(result_alloc(s, o->backend, r));
   DL_TRY(assess(&src, golden, o->pitfalls, r));
@@ -316,9 +320,13 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
   progress_ctx p = {.o = o, .scenario = s->name};
   snprintf(p.what, sizeof p.what, "record %s", s->runs[0].name);
   dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
-                        .progress = on_step, .user = &p};
+                        .progress = on_step, .user = &p, .comm = o->comm};
   dlc_trace trace;
   DL_TRY(dlc_run(&s->runs[0], &ro, &trace));
+  if (!writes_files(o)) {
+    dlc_trace_free(&trace);
+    return written ? dlc_path(written, len, "%s (by rank 0)", path) : DL_OK;
+  }
   snprintf(trace.backend, sizeof trace.backend, "%s", o->backend);
   trace.scenario_hash = s->hash;
   static dlc_golden_meta meta; /* 14 KiB: off the stack */

@@ -4,6 +4,7 @@
 #define DLC_EXECUTE_H
 
 #include "result.h"
+#include "comm/comm.h"
 #include "scenario.h"
 
 typedef struct dlc_exec_options {
@@ -16,6 +17,9 @@ typedef struct dlc_exec_options {
    * variant>/<run>.h5, with scenario.yaml and the golden beside, so that
    * dlc_scenario_reload can rebuild the result without training. */
   const char *trace_dir;
+  /* A multi-process communicator (MPI): data-parallel runs use it, this
+   * process being one rank; only rank 0 writes files. NULL: thread ranks. */
+  dl_comm *comm;
   /* Progress, may be NULL: what = "run reference" / "variant G1", step of steps. */
   void (*progress)(void *user, const char *scenario, const char *what, int64_t step,
                    int64_t steps);

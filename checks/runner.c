@@ -106,16 +106,31 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
+/* uses[i] := how often sample i was used in the first epoch, all ranks
+ * together: summed here for thread ranks, over the communicator for
+ * processes (counts are small integers, exact in float). */
+static dl_status total_uses(dlc_run_shared *sh, float *uses) {
+  int64_t n = sh->train.n;
+  for (int r = 0; r < sh->cfg->parallel.world; r++)
+    if (sh->seen[r])
+      for (int64_t i = 0; i < n; i++) uses[i] += (float)sh->seen[r][i];
+  if (sh->external) DL_TRY(dl_comm_allreduce_sum(sh->external, uses, n));
+  return DL_OK;
+}
+
 /* Every sample of the first epoch seen exactly once over all ranks? */
 static dl_status record_samples(dlc_run_shared *sh) {
   int64_t n = sh->train.n, dup = 0, missing = 0, first_dup = -1;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t uses = 0;
-    for (int r = 0; r < sh->cfg->parallel.world; r++) uses += sh->seen[r][i];
-    if (uses > 1 && first_dup < 0) first_dup = i;
-    dup += uses > 1 ? uses - 1 : 0;
-    missing += uses == 0;
+  float *uses = calloc((size_t)n + 1, sizeof *uses);
+  if (!uses) return dl_fail(DL_ERR_NOMEM, "out of memory counting sample uses");
+  dl_status s = total_uses(sh, uses);
+  for (int64_t i = 0; !s && i < n; i++) {
+    if (uses[i] > 1 && first_dup < 0) first_dup = i;
+    dup += uses[i] > 1 ? (int64_t)uses[i] - 1 : 0;
+    missing += uses[i] == 0;
   }
+  free(uses);
+  DL_TRY(s);
   dlc_trace *t = sh->trace;
   DL_TRY(dlc_trace_set_metric(t, "epoch0_complete", sh->epoch0_done));
   DL_TRY(dlc_trace_set_metric(t, "samples_duplicated", (double)dup));
@@ -139,10 +154,24 @@ static dl_status check_config(const dlc_run_config *c) {
   return DL_OK;
 }
 
+/* Reports the first rank that failed on its own, not one it took down. */
+static dl_status first_failure(const rank_job *jobs, int n) {
+  for (int pass = 0; pass < 2; pass++)
+    for (int r = 0; r < n; r++)
+      if (jobs[r].status && (pass == 1 || jobs[r].status != DL_ERR_INTERNAL))
+        return dl_fail(jobs[r].status, "%s", jobs[r].error);
+  return DL_OK;
+}
+
 static dl_status run_ranks(dlc_run_shared *sh) {
   int W = sh->cfg->parallel.world;
   rank_job jobs[64];
   pthread_t th[64];
+  if (sh->external) { /* this process is one rank */
+    jobs[0] = (rank_job){.sh = sh, .rank = dl_comm_rank(sh->external)};
+    rank_main(&jobs[0]);
+    return first_failure(jobs, 1);
+  }
   for (int r = 0; r < W; r++) jobs[r] = (rank_job){.sh = sh, .rank = r};
   int started = 0;
   for (int r = 1; r < W; r++, started++)
@@ -151,11 +180,21 @@ static dl_status run_ranks(dlc_run_shared *sh) {
   else dl_comm_abort(sh->comms[0]);
   for (int r = 1; r <= started; r++) pthread_join(th[r], NULL);
   if (started < W - 1) return dl_fail(DL_ERR_NOMEM, "cannot start rank threads");
-  /* Report the first rank that failed on its own, not one it took down. */
-  for (int pass = 0; pass < 2; pass++)
-    for (int r = 0; r < W; r++)
-      if (jobs[r].status && (pass == 1 || jobs[r].status != DL_ERR_INTERNAL))
-        return dl_fail(jobs[r].status, "%s", jobs[r].error);
+  return first_failure(jobs, W);
+}
+
+/* The communicators of this run: the external one for a multi-process
+ * data-parallel run, else a local group of W thread ranks. */
+static dl_status make_comms(dlc_run_shared *sh, const dl_comm *external, dl_comm **comms) {
+  int W = sh->cfg->parallel.world;
+  if (!external || W == 1) return dl_comm_local_create(W, comms);
+  if (dl_comm_world(external) != W)
+    return dl_fail(DL_ERR_INVALID,
+                   "run %s has %d ranks but %d processes were started: run with --world %d "
+                   "or start %d processes",
+                   sh->cfg->name, W, dl_comm_world(external), dl_comm_world(external), W);
+  sh->external = (dl_comm *)external;
+  comms[dl_comm_rank(external)] = sh->external;
   return DL_OK;
 }
 
@@ -170,19 +209,19 @@ dl_status dlc_run(const dlc_run_config *cfg, const dlc_run_options *opt, dlc_tra
   dl_status s = check_config(cfg);
   if (!s) s = dl_set_num_threads(cfg->parallel.threads);
   if (!s) s = load_data(&sh);
-  if (!s) s = dl_comm_local_create(W, comms);
+  if (!s) s = make_comms(&sh, opt->comm, comms);
   sh.comms = comms;
   sh.seen = s ? NULL : calloc((size_t)W, sizeof *sh.seen);
   if (!s && !sh.seen) s = dl_fail(DL_ERR_NOMEM, "out of memory");
   for (int r = 0; !s && r < W; r++)
-    if (!(sh.seen[r] = calloc((size_t)sh.train.n + 1, sizeof **sh.seen)))
+    if (comms[r] && !(sh.seen[r] = calloc((size_t)sh.train.n + 1, sizeof **sh.seen)))
       s = dl_fail(DL_ERR_NOMEM, "out of memory");
   if (!s) s = run_ranks(&sh);
   if (!s) s = record_samples(&sh);
   if (!s) s = dlc_trace_set_metric(out, "peak_bytes", (double)(dl_mem_peak() - base));
   for (int r = 0; r < W; r++) {
     if (sh.seen) free(sh.seen[r]);
-    dl_comm_destroy(comms[r]);
+    if (comms[r] != sh.external) dl_comm_destroy(comms[r]);
   }
   free(sh.seen);
   dl_dataset_free(&sh.train);

@@ -1,9 +1,11 @@
 /* The runner: executes one run configuration on the engine and records its
  * trace. Data-parallel runs start one thread per rank over the in-process
- * communicator; rank 0 records the trace. */
+ * communicator, or, given a multi-process communicator (MPI), run this
+ * process's rank only; rank 0 records the trace. */
 #ifndef DLC_RUNNER_H
 #define DLC_RUNNER_H
 
+#include "comm/comm.h"
 #include "config.h"
 #include "trace.h"
 
@@ -14,6 +16,10 @@ typedef struct dlc_run_options {
   /* Called by rank 0 after each optimizer step; may be NULL. */
   void (*progress)(void *user, const char *run, int64_t step, int64_t steps);
   void *user;
+  /* NULL: data-parallel ranks are threads of this process. Else this
+   * process is rank dl_comm_rank(comm) of every data-parallel run, whose
+   * world must equal dl_comm_world(comm); only rank 0's trace is filled. */
+  dl_comm *comm;
 } dlc_run_options;
 
 /* out must be empty; on failure it is freed and the message names the run. */

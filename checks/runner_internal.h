@@ -18,7 +18,8 @@ typedef struct dlc_run_shared {
   const dlc_run_options *opt;
   dl_dataset train, eval;
   bool has_eval;
-  dl_comm **comms;
+  dl_comm **comms;         /* per rank; only this process's rank if external */
+  dl_comm *external;       /* a multi-process communicator (not owned), or NULL */
   dlc_trace *trace;        /* written by rank 0 only */
   int32_t **seen;          /* seen[rank][sample]: uses in the first epoch */
   bool epoch0_done;

@@ -4,6 +4,7 @@
 
 #include "execute.h"
 #include "path.h"
+#include "trace.h"
 #include "report.h"
 
 #include <stdio.h>
@@ -23,8 +24,11 @@ static const char run_help[] =
     "\n"
     "options:\n"
     "  --backend cpu|cuda   engine backend (default cpu)\n"
-    "  --comm local         communication backend of data-parallel runs (default local)\n"
-    "  --world N            ranks for every data-parallel run of the scenarios\n"
+    "  --comm local|mpi     communication backend of data-parallel runs (default local:\n"
+    "                       ranks are threads); mpi: run under mpirun -np W, each process\n"
+    "                       is one rank, rank 0 prints and writes, all exit alike\n"
+    "  --world N            ranks for every data-parallel run of the scenarios (each\n"
+    "                       rank's batch is the run's global batch / N)\n"
     "  --pitfalls           also run each pitfall variant; it must be caught by its check\n"
     "  --out DIR            write report.json, junit.xml and report.html into DIR, and\n"
     "                       every trace under DIR/traces (for `dlcheck report DIR`)\n"
@@ -80,23 +84,83 @@ static int parse_args(int argc, char **argv, run_args *a) {
                     "runs --backend cpu)\n", a->backend);
     return strcmp(a->backend, "cuda") == 0 ? EXIT_ENVIRONMENT : EXIT_USAGE;
   }
-  if (strcmp(a->comm, "local") != 0) {
+  bool mpi_built = false;
+#ifdef DL_HAVE_COMM_MPI
+  mpi_built = true;
+#endif
+  if (strcmp(a->comm, "local") != 0 && !(mpi_built && strcmp(a->comm, "mpi") == 0)) {
     fprintf(stderr, "dlcheck: communication backend '%s' is not available in this build "
-                    "(this build runs --comm local)\n", a->comm);
+                    "(this build runs --comm local%s)\n", a->comm, mpi_built ? " or mpi" : "");
     return strcmp(a->comm, "mpi") == 0 || strcmp(a->comm, "nccl") == 0 ? EXIT_ENVIRONMENT
                                                                       : EXIT_USAGE;
   }
   return -1;
 }
 
-/* --world N: every run that is data-parallel in the scenario gets N ranks. */
-static void apply_world(dlc_scenario *s, int world) {
-  if (world <= 0) return;
+/* --world N: every data-parallel run of the scenario gets N ranks, each
+ * with global batch / N samples, so that the global batch, and with it the
+ * comparison against one process, stays what the scenario says. */
+static dl_status set_world(dlc_run_config *c, int world) {
+  int64_t global = c->data.batch * c->parallel.world;
+  if (global % world)
+    return dl_fail(DL_ERR_INVALID,
+                   "run %s: its global batch of %lld does not split into %d ranks", c->name,
+                   (long long)global, world);
+  c->data.batch = global / world;
+  c->parallel.world = world;
+  return DL_OK;
+}
+
+static dl_status apply_world(dlc_scenario *s, int world) {
+  if (world <= 0) return DL_OK;
   for (int i = 0; i < s->nruns; i++)
-    if (s->runs[i].parallel.world > 1) s->runs[i].parallel.world = world;
+    if (s->runs[i].parallel.world > 1) DL_TRY(set_world(&s->runs[i], world));
   for (int v = 0; v < s->nvariants; v++)
     for (int i = 0; i < s->nruns; i++)
-      if (s->variants[v].runs[i].parallel.world > 1) s->variants[v].runs[i].parallel.world = world;
+      if (s->variants[v].runs[i].parallel.world > 1)
+        DL_TRY(set_world(&s->variants[v].runs[i], world));
+  return DL_OK;
+}
+
+/* --comm mpi: this process is one rank of every data-parallel run; the
+ * world is mpirun's process count. Only rank 0 prints. */
+static int start_mpi(run_args *a, dlc_exec_options *o) {
+#ifdef DL_HAVE_COMM_MPI
+  if (dl_comm_mpi_create(&o->comm)) {
+    fprintf(stderr, "dlcheck: --comm mpi: %s\n", dl_last_error());
+    return EXIT_ENVIRONMENT;
+  }
+  a->world = dl_comm_world(o->comm);
+  if (dl_comm_rank(o->comm) != 0) {
+    o->progress = NULL;
+    if (!freopen("/dev/null", "w", stdout)) return EXIT_ENVIRONMENT;
+  }
+  if (dl_comm_check_consistent(o->comm, dlc_digest(DLCHECK_VERSION, strlen(DLCHECK_VERSION)),
+                               "dlcheck version")) {
+    fprintf(stderr, "dlcheck: %s\n", dl_last_error());
+    return EXIT_USAGE;
+  }
+  return -1;
+#else
+  (void)a;
+  (void)o;
+  return EXIT_ENVIRONMENT;
+#endif
+}
+
+/* Every rank exits with rank 0's code (or its own failure's, if the
+ * collective cannot run any more). */
+static int finish_mpi(dlc_exec_options *o, int code) {
+#ifdef DL_HAVE_COMM_MPI
+  int32_t shared = code;
+  if (dl_comm_broadcast(o->comm, &shared, sizeof shared, 0) == DL_OK) code = shared;
+  dl_comm_destroy(o->comm);
+  o->comm = NULL;
+  if (dl_comm_mpi_finalize() && code == EXIT_PASS) code = EXIT_ENVIRONMENT;
+#else
+  (void)o;
+#endif
+  return code;
 }
 
 static int by_name(const void *a, const void *b) {
@@ -176,7 +240,18 @@ static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
       code = EXIT_USAGE;
       break;
     }
-    apply_world(s, a->world);
+    if (apply_world(s, a->world)) {
+      fprintf(stderr, "dlcheck: %s: --world %d: %s\n", a->dirs[i], a->world, dl_last_error());
+      dlc_scenario_free(s);
+      code = EXIT_USAGE;
+      break;
+    }
+    if (o->comm && dl_comm_check_consistent(o->comm, s->hash, "scenario file")) {
+      fprintf(stderr, "dlcheck: %s: %s\n", a->dirs[i], dl_last_error());
+      dlc_scenario_free(s);
+      code = EXIT_USAGE;
+      break;
+    }
     if (record) {
       int c = record_one(s, o);
       dlc_scenario_free(s);
@@ -197,7 +272,8 @@ static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
     }
     if (!dlc_result_ok(&results[nresults - 1])) code = EXIT_CHECK_FAILED;
   }
-  if (!record && nresults) {
+  bool rank0 = !o->comm || dl_comm_rank(o->comm) == 0;
+  if (!record && nresults && rank0) {
     dlc_report_text(stdout, results, nresults, cli_stdout_is_tty(), a->verbose);
     if (a->out && dlc_report_write_all(a->out, results, nresults, NULL)) {
       fprintf(stderr, "dlcheck: writing reports to %s: %s\n", a->out, dl_last_error());
@@ -232,7 +308,9 @@ int cmd_run(int argc, char **argv, bool record) {
   dlc_exec_options o = {.root = cli_root(), .golden_dir = a.golden_dir, .backend = a.backend,
                         .workdir = workdir, .pitfalls = a.pitfalls, .progress = cli_progress,
                         .trace_dir = a.out ? traces : NULL};
-  code = run_scenarios(&a, record, &o);
+  if (!strcmp(a.comm, "mpi")) code = start_mpi(&a, &o);
+  if (code < 0) code = run_scenarios(&a, record, &o);
+  if (o.comm) code = finish_mpi(&o, code);
   rmdir(workdir);
   for (int i = 0; i < nowned; i++) free(owned[i]);
   free(owned);
