@@ -16,5 +16,7 @@ float dl_cosf(float x);
 /* Double versions used inside the float ones and by the RNG. */
 double dl_exp(double x);
 double dl_log(double x);
+/* cos(pi*x) with exact argument reduction (no pi*x rounding); Box-Muller. */
+double dl_cospi(double x);
 
 #endif

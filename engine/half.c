@@ -36,7 +36,9 @@ uint16_t dl_f32_to_f16(float x) {
   if (a >= 0x477ff000) return (uint16_t)(sign | 0x7c00);
   if (a >= 0x38800000) { /* normal half: rebias the exponent, round 13 bits */
     uint32_t rebiased = a - ((uint32_t)(127 - 15) << 23);
-    return (uint16_t)(sign | shift_round_even(rebiased, 13)); /* a carry bumps the exponent */
+    /* Branch-free ties-to-even (hot in AMP emulation); a carry out of the
+     * mantissa correctly bumps the exponent. */
+    return (uint16_t)(sign | ((rebiased + 0x0fff + ((rebiased >> 13) & 1)) >> 13));
   }
   /* Subnormal half (units of 2^-24); 2^-25 and below round to zero. */
   if (a <= 0x33000000) return sign;

@@ -16,7 +16,8 @@ float dl_bf16_to_f32(uint16_t h);
 static inline float dl_round_f16(float x) { return dl_f16_to_f32(dl_f32_to_f16(x)); }
 static inline float dl_round_bf16(float x) { return dl_bf16_to_f32(dl_f32_to_bf16(x)); }
 
-/* Round n floats in place to f16 (dtype 1) or bf16 (dtype 2); a no-op for 0. */
+/* Round n floats in place to f16 (dtype 1) or bf16 (dtype 2); any other
+ * code is a no-op. */
 void dl_round_inplace(float *x, int64_t n, int half_dtype);
 
 #endif

@@ -8,9 +8,6 @@
 #include <math.h>
 #include <string.h>
 
-/* cos(pi*x) with exact argument reduction (fmath.c; not yet in fmath.h). */
-double dl_cospi(double x);
-
 enum { WORDS_PER_CHUNK = 256 }; /* stack buffer of the transforms */
 
 static const uint32_t PHILOX_M0 = 0xD2511F53, PHILOX_M1 = 0xCD9E8D57;

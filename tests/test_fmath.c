@@ -18,9 +18,6 @@
 
 #include "fmath.h"
 
-/* fmath.c; used by the RNG's Box-Muller and not yet declared in fmath.h. */
-double dl_cospi(double x);
-
 typedef float (*float_fn)(float);
 typedef double (*double_fn)(double);
 
