@@ -53,6 +53,16 @@ contains "G2 caught" "caught    G2"
 for f in report.json junit.xml report.html; do
   [ -s "$WORK/report/$f" ] && ok "wrote $f" || bad "wrote $f"
 done
+if command -v xmllint >/dev/null; then
+  expect 0 "junit.xml validates against the JUnit schema" \
+    xmllint --noout --schema "$ROOT/tests/data/junit.xsd" "$WORK/report/junit.xml"
+else
+  echo "skip JUnit schema check: no xmllint"
+fi
+if /usr/bin/python3 -c "import h5py" 2>/dev/null; then
+  expect 0 "h5py reads a trace" /usr/bin/python3 "$ROOT/tests/h5py_read_trace.py" \
+    "$WORK/report/traces/small/pipeline/big.h5"
+fi
 expect 0 "report from saved traces" "$DLCHECK" report "$WORK/report"
 contains "report lists the pitfall" "G2"
 expect 0 "compare a trace with the golden" \
