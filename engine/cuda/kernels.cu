@@ -1,0 +1,242 @@
+// Kernels of the CUDA backend and their host wrappers (kernels.h). Each
+// element function is __host__ __device__ where the host needs a twin, so
+// the twin and the kernel run the very same code.
+#include "cuda/context.h"
+#include "cuda/kernels.h"
+#include "cuda/philox.cuh"
+
+#include <stdint.h>
+
+namespace {
+
+constexpr int THREADS = 256;
+constexpr int64_t MAX_BLOCKS = 1 << 20;
+
+// Grid-stride loops make the grid size irrelevant to the result, so it is
+// capped rather than made to cover n.
+unsigned blocks_for(int64_t n) {
+  int64_t b = (n + THREADS - 1) / THREADS;
+  return (unsigned)(b < MAX_BLOCKS ? b : MAX_BLOCKS);
+}
+
+__device__ int64_t first_index() { return (int64_t)blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ int64_t grid_stride() { return (int64_t)gridDim.x * blockDim.x; }
+
+dl_status launched(const char *kernel, int line) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return dl_cuda_fail(e, __FILE__, line, kernel);
+  return DL_OK;
+}
+#define LAUNCHED(kernel) launched(#kernel "<<<>>>", __LINE__)
+
+dl_status check_n(const char *op, int64_t n, bool pointers_ok) {
+  if (n < 0) return dl_fail(DL_ERR_INVALID, "%s: n = %lld must be >= 0", op, (long long)n);
+  if (n > 0 && !pointers_ok)
+    return dl_fail(DL_ERR_INVALID, "%s: a NULL device pointer for %lld elements", op,
+                   (long long)n);
+  return DL_OK;
+}
+
+// ---- relu, bias, scale ----
+
+__device__ float relu(float x) { return x < 0.0f ? 0.0f : x; }
+__device__ float relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
+
+__global__ void relu_forward_kernel(int64_t n, const float *x, float *y) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = relu(x[i]);
+}
+
+__global__ void relu_backward_kernel(int64_t n, const float *dy, const float *y, float *dx) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) dx[i] = relu_grad(dy[i], y[i]);
+}
+
+__global__ void bias_add_kernel(int64_t n, int64_t cols, const float *bias, float *y) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = y[i] + bias[i % cols];
+}
+
+__global__ void scale_kernel(int64_t n, float s, float *x) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = x[i] * s;
+}
+
+// ---- SGD ----
+
+// optim.c's scalars: hyperparameters are doubles rounded to float where
+// they meet a tensor.
+struct sgd_coeffs {
+  float wd, mom, keep, neg_lr;
+  bool use_wd, use_mom, nesterov, first;
+};
+
+sgd_coeffs sgd_coeffs_of(const dl_optim_desc *d, float lr, bool first) {
+  sgd_coeffs c;
+  c.wd = (float)d->weight_decay;
+  c.mom = (float)d->momentum;
+  c.keep = (float)(1.0 - d->dampening);
+  c.neg_lr = -lr;
+  c.use_wd = d->weight_decay != 0.0;
+  c.use_mom = d->momentum != 0.0;
+  c.nesterov = d->nesterov;
+  c.first = first;
+  return c;
+}
+
+__host__ __device__ void sgd_element(const sgd_coeffs &c, int64_t i, float *w, const float *g,
+                                     float *buf) {
+  float dp = g[i];
+  if (c.use_wd) dp = dp + c.wd * w[i];
+  if (c.use_mom) {
+    buf[i] = c.first ? dp : buf[i] * c.mom + c.keep * dp;
+    dp = c.nesterov ? dp + c.mom * buf[i] : buf[i];
+  }
+  w[i] = w[i] + c.neg_lr * dp;
+}
+
+__global__ void sgd_kernel(sgd_coeffs c, int64_t n, float *w, const float *g, float *buf) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) sgd_element(c, i, w, g, buf);
+}
+
+// ---- the sum ----
+
+// The order of kernels.h: thread t adds x[begin + t + k*THREADS] for
+// increasing k, then the lanes are added pairwise. Thread 0 gets the sum.
+__device__ float block_sum(const float *x, int64_t begin, int64_t end) {
+  __shared__ float lanes[DL_CUDA_SUM_THREADS];
+  float acc = 0.0f;
+  for (int64_t i = begin + threadIdx.x; i < end; i += DL_CUDA_SUM_THREADS) acc = acc + x[i];
+  lanes[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned stride = DL_CUDA_SUM_THREADS / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) lanes[threadIdx.x] = lanes[threadIdx.x] + lanes[threadIdx.x + stride];
+    __syncthreads();
+  }
+  return lanes[0];
+}
+
+__global__ void __launch_bounds__(DL_CUDA_SUM_THREADS)
+    sum_slices_kernel(int64_t n, const float *x, float *partials) {
+  int64_t begin = (int64_t)blockIdx.x * DL_CUDA_SUM_SLICE;
+  int64_t end = n - begin < DL_CUDA_SUM_SLICE ? n : begin + DL_CUDA_SUM_SLICE;
+  float s = block_sum(x, begin, end);
+  if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+__global__ void __launch_bounds__(DL_CUDA_SUM_THREADS)
+    sum_partials_kernel(int64_t nparts, const float *partials, float *out) {
+  float s = block_sum(partials, 0, nparts);
+  if (threadIdx.x == 0) *out = s;
+}
+
+// ---- Philox ----
+
+__global__ void uniform_kernel(dl_stream s, uint64_t index, int64_t n, uint64_t first_block,
+                               uint64_t nblocks, float *out) {
+  for (int64_t t = first_index(); (uint64_t)t < nblocks; t += grid_stride())
+    dl_cuda_philox::uniform_block(s, index, n, first_block + (uint64_t)t, out);
+}
+
+} // namespace
+
+// ---- the API ----
+
+extern "C" dl_status dl_cuda_relu_forward(dl_cuda *ctx, int64_t n, const float *x, float *y) {
+  DL_TRY(check_n("dl_cuda_relu_forward", n, x && y));
+  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_relu_forward"));
+  if (n == 0) return DL_OK;
+  relu_forward_kernel<<<blocks_for(n), THREADS, 0, ctx->stream>>>(n, x, y);
+  return LAUNCHED(relu_forward_kernel);
+}
+
+extern "C" dl_status dl_cuda_relu_backward(dl_cuda *ctx, int64_t n, const float *dy,
+                                           const float *y, float *dx) {
+  DL_TRY(check_n("dl_cuda_relu_backward", n, dy && y && dx));
+  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_relu_backward"));
+  if (n == 0) return DL_OK;
+  relu_backward_kernel<<<blocks_for(n), THREADS, 0, ctx->stream>>>(n, dy, y, dx);
+  return LAUNCHED(relu_backward_kernel);
+}
+
+extern "C" dl_status dl_cuda_bias_add(dl_cuda *ctx, int64_t rows, int64_t cols,
+                                      const float *bias, float *y) {
+  if (rows < 0 || cols < 0 || (cols > 0 && rows > INT64_MAX / cols))
+    return dl_fail(DL_ERR_INVALID, "dl_cuda_bias_add: bad shape [%lld, %lld]", (long long)rows,
+                   (long long)cols);
+  int64_t n = rows * cols;
+  DL_TRY(check_n("dl_cuda_bias_add", n, bias && y));
+  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_bias_add"));
+  if (n == 0) return DL_OK;
+  bias_add_kernel<<<blocks_for(n), THREADS, 0, ctx->stream>>>(n, cols, bias, y);
+  return LAUNCHED(bias_add_kernel);
+}
+
+extern "C" dl_status dl_cuda_scale(dl_cuda *ctx, int64_t n, float s, float *x) {
+  DL_TRY(check_n("dl_cuda_scale", n, x != NULL));
+  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_scale"));
+  if (n == 0) return DL_OK;
+  scale_kernel<<<blocks_for(n), THREADS, 0, ctx->stream>>>(n, s, x);
+  return LAUNCHED(scale_kernel);
+}
+
+extern "C" dl_status dl_cuda_sgd_step(dl_cuda *ctx, const dl_optim_desc *d, float lr,
+                                      bool first, int64_t n, float *w, const float *g,
+                                      float *buf) {
+  if (!d || d->kind != DL_OPTIM_SGD)
+    return dl_fail(DL_ERR_INVALID, "dl_cuda_sgd_step: the optimizer must be sgd, not %s",
+                   d ? dl_optim_kind_name(d->kind) : "none");
+  bool need_buf = d->momentum != 0.0;
+  DL_TRY(check_n("dl_cuda_sgd_step", n, w && g && (buf || !need_buf)));
+  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_sgd_step"));
+  if (n == 0) return DL_OK;
+  sgd_kernel<<<blocks_for(n), THREADS, 0, ctx->stream>>>(sgd_coeffs_of(d, lr, first), n, w, g,
+                                                          buf);
+  return LAUNCHED(sgd_kernel);
+}
+
+extern "C" void dl_cuda_sgd_step_host(const dl_optim_desc *d, float lr, bool first, int64_t n,
+                                      float *w, const float *g, float *buf) {
+  sgd_coeffs c = sgd_coeffs_of(d, lr, first);
+  for (int64_t i = 0; i < n; i++) sgd_element(c, i, w, g, buf);
+}
+
+extern "C" dl_status dl_cuda_sum(dl_cuda *ctx, int64_t n, const float *x, float *out) {
+  DL_TRY(check_n("dl_cuda_sum", n, x != NULL));
+  if (!out) return dl_fail(DL_ERR_INVALID, "dl_cuda_sum: no device float for the result");
+  int64_t nparts = (n + DL_CUDA_SUM_SLICE - 1) / DL_CUDA_SUM_SLICE;
+  if (nparts > INT32_MAX)
+    return dl_fail(DL_ERR_INVALID, "dl_cuda_sum: n = %lld is more than one launch can cover",
+                   (long long)n);
+  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_sum"));
+  float *partials = NULL;
+  if (nparts > 0) {
+    DL_TRY(dl_cuda_scratch(ctx, (size_t)nparts * sizeof(float), &partials));
+    sum_slices_kernel<<<(unsigned)nparts, DL_CUDA_SUM_THREADS, 0, ctx->stream>>>(n, x, partials);
+    DL_TRY(LAUNCHED(sum_slices_kernel));
+  }
+  sum_partials_kernel<<<1, DL_CUDA_SUM_THREADS, 0, ctx->stream>>>(nparts, partials, out);
+  return LAUNCHED(sum_partials_kernel);
+}
+
+static dl_status check_uniform(const dl_stream *s, uint64_t index, float *out, int64_t n) {
+  DL_TRY(check_n("dl_cuda_uniform", n, out != NULL));
+  if (!s) return dl_fail(DL_ERR_INVALID, "dl_cuda_uniform: no stream");
+  if (n > 0 && index > UINT64_MAX - (uint64_t)(n - 1))
+    return dl_fail(DL_ERR_INVALID, "dl_cuda_uniform: words %llu + %lld pass 2^64",
+                   (unsigned long long)index, (long long)n);
+  return DL_OK;
+}
+
+extern "C" dl_status dl_cuda_uniform(dl_cuda *ctx, const dl_stream *s, uint64_t index,
+                                     float *out, int64_t n) {
+  DL_TRY(check_uniform(s, index, out, n));
+  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_uniform"));
+  if (n == 0) return DL_OK;
+  uint64_t first = index / 4, nblocks = (index + (uint64_t)(n - 1)) / 4 - first + 1;
+  uniform_kernel<<<blocks_for((int64_t)nblocks), THREADS, 0, ctx->stream>>>(*s, index, n, first,
+                                                                            nblocks, out);
+  return LAUNCHED(uniform_kernel);
+}
+
+extern "C" void dl_cuda_uniform_host(const dl_stream *s, uint64_t index, float *out, int64_t n) {
+  if (n <= 0) return;
+  uint64_t first = index / 4, last = (index + (uint64_t)(n - 1)) / 4;
+  for (uint64_t b = first; b <= last; b++) dl_cuda_philox::uniform_block(*s, index, n, b, out);
+}

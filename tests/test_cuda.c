@@ -1,0 +1,801 @@
+/* The CUDA backend (engine/cuda).
+ *
+ * Without a GPU (CI, this machine): the E1-E3 decisions on given numbers,
+ * the checks on a machine without a driver, dl_cuda_device_count's answer
+ * and reason, the refusals of bad arguments, and the host twins of the
+ * kernels' element code against the engine (Philox uniforms against
+ * dl_stream_uniform, the SGD step against dl_optim_step, the sum order on
+ * known answers). Every GPU test then skips with "no CUDA device: <reason>".
+ *
+ * With a GPU (ci/gpu-check.sh): each kernel against the CPU on random,
+ * never-zero data; cuBLAS GEMMs against dl_sgemm_ref and float64 within a
+ * stated bound; TF32 visibly worse than FP32. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#ifdef DL_HAVE_CUDA
+
+#include "cpu/gemm.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device.h"
+#include "cuda/env_checks.h"
+#include "cuda/gemm.h"
+#include "cuda/kernels.h"
+#include "half.h"
+#include "mem.h"
+#include "optim.h"
+#include "philox.h"
+
+/* ---- helpers ---- */
+
+/* Uniform in [-1, 1), never exactly zero: zeros hide unwritten outputs. */
+static void fill(float *x, int64_t n, uint64_t seed) {
+  dl_stream s = dl_stream_make(seed, "test_cuda", NULL, 0);
+  dl_stream_uniform_range(&s, 0, -1.0f, 1.0f, x, n);
+  for (int64_t i = 0; i < n; i++)
+    if (x[i] == 0.0f) x[i] = 0.5f;
+}
+
+static float *host_floats(int64_t n) {
+  float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+  assert_non_null(x);
+  return x;
+}
+
+/* Skips the calling test, saying why, when this machine has no GPU. */
+static dl_cuda *gpu_or_skip(dl_cuda_math math) {
+  int n = 0;
+  if (dl_cuda_device_count(&n) != DL_OK) {
+    printf("no CUDA device: %s\n", dl_cuda_no_device_reason());
+    skip();
+  }
+  dl_cuda *ctx = NULL;
+  dl_status s = dl_cuda_init(0, math, &ctx);
+  if (s != DL_OK) fail_msg("dl_cuda_init: %s", dl_last_error());
+  return ctx;
+}
+
+static void ok(dl_status s) {
+  if (s != DL_OK) fail_msg("%s: %s", dl_status_name(s), dl_last_error());
+}
+
+static float *to_device(dl_cuda *ctx, const float *x, int64_t n, const char *what) {
+  void *d = NULL;
+  ok(dl_cuda_alloc(ctx, (size_t)n * sizeof(float), what, &d));
+  ok(dl_cuda_upload_bytes(ctx, d, x, (size_t)n * sizeof(float), what));
+  return d;
+}
+
+static void from_device(dl_cuda *ctx, float *x, const float *d, int64_t n) {
+  ok(dl_cuda_download_bytes(ctx, x, d, (size_t)n * sizeof(float), "result"));
+}
+
+static bool contains(const char *text, const char *part) { return strstr(text, part) != NULL; }
+
+/* ================= runs everywhere ================= */
+
+static void test_device_count_and_reason(void **state) {
+  (void)state;
+  int n = -1;
+  dl_status s = dl_cuda_device_count(&n);
+  if (s == DL_OK) {
+    assert_true(n > 0);
+    assert_string_equal(dl_cuda_no_device_reason(), "");
+    return;
+  }
+  assert_int_equal(s, DL_ERR_UNSUPPORTED);
+  assert_int_equal(n, 0);
+  assert_true(contains(dl_last_error(), "no CUDA device: "));
+  assert_true(strlen(dl_cuda_no_device_reason()) > 0);
+  assert_true(contains(dl_last_error(), dl_cuda_no_device_reason()));
+  printf("no CUDA device: %s\n", dl_cuda_no_device_reason());
+  dl_cuda *ctx = (dl_cuda *)&n; /* must be reset to NULL on failure */
+  assert_int_equal(dl_cuda_init(0, DL_CUDA_MATH_FP32, &ctx), DL_ERR_UNSUPPORTED);
+  assert_null(ctx);
+}
+
+static void test_env_checks_on_this_machine(void **state) {
+  (void)state;
+  dl_cuda_check c[3];
+  dl_cuda_env_checks(0, c);
+  static const char *const ids[] = {"E1", "E2", "E3"};
+  for (int i = 0; i < 3; i++) {
+    assert_string_equal(c[i].id, ids[i]);
+    assert_true(strlen(c[i].message) > 0);
+    printf("%s %s%s: %s\n", c[i].id, c[i].applicable ? "" : "not applicable, ",
+           c[i].ok ? "ok" : "FAIL", c[i].message);
+    if (!c[i].applicable) assert_true(c[i].ok);
+  }
+  int driver_probe = 0;
+  if (dl_cuda_device_count(&driver_probe) != DL_OK && !c[0].applicable) {
+    /* no driver: all three say so, and none fails */
+    for (int i = 0; i < 3; i++) {
+      assert_false(c[i].applicable);
+      assert_true(contains(c[i].message, "no CUDA driver: E1-E3 not applicable"));
+    }
+  }
+}
+
+static void test_e1_runtime_vs_driver(void **state) {
+  (void)state;
+  dl_cuda_check c;
+  dl_cuda_check_runtime_vs_driver(13000, 12040, &c); /* new major on an old driver */
+  assert_true(c.applicable);
+  assert_false(c.ok);
+  assert_true(contains(c.message, "13.0") && contains(c.message, "12.4"));
+  assert_true(contains(c.message, "insufficient"));
+  dl_cuda_check_runtime_vs_driver(12080, 12040, &c); /* newer minor: runs, with a note */
+  assert_true(c.ok);
+  assert_true(contains(c.message, "minor version compatibility"));
+  dl_cuda_check_runtime_vs_driver(12040, 13000, &c);
+  assert_true(c.ok && c.applicable);
+  assert_true(contains(c.message, "12.4") && contains(c.message, "13.0"));
+  dl_cuda_check_runtime_vs_driver(13000, 0, &c);
+  assert_false(c.applicable);
+  assert_true(c.ok);
+  assert_true(contains(c.message, "no CUDA driver"));
+}
+
+static void expect_arch(const char *archs, int major, int minor, bool want_ok,
+                        const char *want_text) {
+  dl_cuda_check c;
+  dl_cuda_check_arch_vs_device(archs, major, minor, &c);
+  if (c.ok != want_ok || !contains(c.message, want_text))
+    fail_msg("archs '%s' on %d.%d: ok %d, message: %s", archs, major, minor, c.ok, c.message);
+  assert_true(c.applicable);
+}
+
+static void test_e2_arch_vs_device(void **state) {
+  (void)state;
+  const char *ours = "80-real,90-real,90-virtual";
+  expect_arch(ours, 9, 0, true, "SASS built for '90-real'");
+  expect_arch(ours, 8, 0, true, "SASS built for '80-real'");
+  expect_arch(ours, 8, 6, true, "SASS built for '80-real'"); /* same major, higher minor */
+  expect_arch(ours, 8, 9, true, "'80-real'");
+  expect_arch(ours, 10, 0, true, "JIT-compiles the PTX of '90-virtual'");
+  expect_arch(ours, 12, 0, true, "PTX");
+  expect_arch(ours, 7, 5, false, "no kernel image is available");
+  expect_arch("80;90", 7, 0, false, "70-real");
+  expect_arch("80-real;90-real", 10, 0, false, "no kernel image");
+  expect_arch("90a-real", 9, 0, true, "SASS");
+  expect_arch("90a", 10, 0, false, "no kernel image"); /* 'a' PTX: that GPU only */
+  expect_arch("100f-real", 10, 3, true, "SASS");
+  expect_arch("86", 8, 0, false, "no kernel image"); /* SASS never runs on a lower minor */
+  expect_arch("all-major", 9, 0, true, "cannot be told");
+  expect_arch("", 9, 0, false, "no device code at all");
+  expect_arch("80,sm_90", 9, 0, false, "cannot read 'sm_90'");
+  expect_arch("9", 9, 0, false, "cannot read '9'");
+  expect_arch("90-fake", 9, 0, false, "cannot read");
+}
+
+static void test_e3_built_vs_loaded(void **state) {
+  (void)state;
+  dl_cuda_versions built = {13000, 130000, 91200, 22803};
+  dl_cuda_versions same = built;
+  dl_cuda_check c;
+  dl_cuda_check_built_vs_loaded(&built, &same, &c);
+  assert_true(c.ok);
+  assert_true(contains(c.message, "cuBLAS 13.0.0") && contains(c.message, "cuDNN 9.12.0"));
+  assert_true(contains(c.message, "NCCL 2.28.3") && contains(c.message, "CUDA runtime 13.0"));
+
+  dl_cuda_versions other = built;
+  other.cublas = 120901;
+  dl_cuda_check_built_vs_loaded(&built, &other, &c);
+  assert_false(c.ok);
+  assert_true(contains(c.message, "cuBLAS built against 13.0.0 but 12.9.1 is loaded"));
+  assert_true(contains(c.message, "LD_LIBRARY_PATH"));
+
+  other = built;
+  other.cudnn = 8907; /* cuDNN 8's numbering */
+  dl_cuda_check_built_vs_loaded(&built, &other, &c);
+  assert_false(c.ok);
+  assert_true(contains(c.message, "cuDNN built against 9.12.0 but 8.9.7 is loaded"));
+
+  other = built;
+  other.nccl = 0; /* not loaded: nothing to compare */
+  dl_cuda_check_built_vs_loaded(&built, &other, &c);
+  assert_true(c.ok);
+  assert_true(contains(c.message, "NCCL 2.28.3 at build, not loaded"));
+
+  dl_cuda_versions no_headers = {13000, 130000, 0, 0};
+  dl_cuda_check_built_vs_loaded(&no_headers, &same, &c);
+  assert_true(c.ok);
+  assert_false(contains(c.message, "cuDNN"));
+}
+
+static void test_built_versions(void **state) {
+  (void)state;
+  dl_cuda_versions v;
+  dl_cuda_built_versions(&v);
+  assert_true(v.runtime >= 11000);
+  assert_true(v.cublas >= 110000);
+  const char *archs = dl_cuda_built_archs();
+  assert_true(strlen(archs) > 0);
+  assert_false(contains(archs, ";")); /* the CMake list arrives ',' separated */
+}
+
+/* What this process loaded: the linked runtime and cuBLAS at least. */
+static void test_loaded_versions(void **state) {
+  (void)state;
+  dl_cuda_versions built, loaded;
+  dl_cuda_built_versions(&built);
+  dl_cuda_loaded_versions(&loaded);
+  assert_true(loaded.runtime >= 11000);
+  assert_true(loaded.cublas >= 110000);
+  dl_cuda_check c;
+  dl_cuda_check_built_vs_loaded(&built, &loaded, &c);
+  printf("E3 here: %s: %s\n", c.ok ? "ok" : "FAIL", c.message);
+  assert_true(contains(c.message, "cuBLAS"));
+}
+
+static dl_status set_device(int d) {
+  DL_CUDA_TRY(cudaSetDevice(d));
+  return DL_OK;
+}
+
+static dl_status gemm_without_handle(void) {
+  float one = 1.0f;
+  DL_CUBLAS_TRY(cublasSgemm(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, &one, 1, &one, 1,
+                            &one, &one, 1));
+  return DL_OK;
+}
+
+/* DL_CUDA_TRY / DL_CUBLAS_TRY: "file:line: call failed: reason (code)",
+ * with a status that says what kind of failure it was. */
+static void test_failure_messages(void **state) {
+  (void)state;
+  assert_int_equal(dl_cuda_fail(cudaErrorMemoryAllocation, "f.c", 3, "cudaMalloc(&p, n)"),
+                   DL_ERR_NOMEM);
+  assert_string_equal(dl_last_error(), "f.c:3: cudaMalloc(&p, n) failed: out of memory (2)");
+  assert_int_equal(dl_cuda_fail(cudaErrorInvalidValue, "f.c", 1, "x"), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_fail(cudaErrorNoKernelImageForDevice, "f.c", 1, "k<<<>>>"),
+                   DL_ERR_UNSUPPORTED);
+  assert_true(contains(dl_last_error(), "no kernel image is available"));
+  assert_int_equal(dl_cuda_fail(cudaErrorLaunchFailure, "f.c", 1, "k<<<>>>"), DL_ERR_IO);
+  assert_int_equal(dl_cublas_fail(CUBLAS_STATUS_ALLOC_FAILED, "g.c", 7, "cublasCreate(&h)"),
+                   DL_ERR_NOMEM);
+  assert_true(contains(dl_last_error(), "g.c:7: cublasCreate(&h) failed: "));
+  assert_true(contains(dl_last_error(), "(3)"));
+  assert_int_equal(dl_cublas_fail(CUBLAS_STATUS_INVALID_VALUE, "g.c", 7, "x"), DL_ERR_INVALID);
+  assert_int_equal(dl_cublas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "g.c", 7, "x"),
+                   DL_ERR_UNSUPPORTED);
+  assert_int_equal(dl_cublas_fail(CUBLAS_STATUS_EXECUTION_FAILED, "g.c", 7, "x"), DL_ERR_IO);
+
+  int n = 0;
+  bool gpu = dl_cuda_device_count(&n) == DL_OK;
+  assert_int_not_equal(set_device(gpu ? -1 : 0), DL_OK); /* no GPU here, or no GPU -1 */
+  assert_true(contains(dl_last_error(), "cudaSetDevice(d) failed: "));
+  assert_int_not_equal(gemm_without_handle(), DL_OK);
+  assert_true(contains(dl_last_error(), "cublasSgemm(NULL, "));
+}
+
+/* dl_cuda_sum_ref's order gives exact, order-revealing answers. */
+static void test_sum_ref_known_answers(void **state) {
+  (void)state;
+  assert_true(dl_cuda_sum_ref(NULL, 0) == 0.0f);
+  /* Lanes 0 and 2 meet first (1 + 1 = 2), then 2 + 2^24 is exact:
+   * 16777218. Left to right gives 2^24 (2^24 + 1 rounds to even twice). */
+  const float three[3] = {1.0f, 0x1p24f, 1.0f};
+  assert_true(dl_cuda_sum_ref(three, 3) == 16777218.0f);
+  /* Integers sum exactly in any order below 2^24. */
+  enum { N = 3 * DL_CUDA_SUM_SLICE + 17 };
+  float *x = host_floats(N);
+  double exact = 0.0;
+  for (int i = 0; i < N; i++) exact += x[i] = (float)(i % 7 - 3);
+  assert_true((double)dl_cuda_sum_ref(x, N) == exact);
+  /* Random data: within n * 2^-24 * sum|x| of the float64 sum. */
+  fill(x, N, 5);
+  double sum = 0.0, abs_sum = 0.0;
+  for (int i = 0; i < N; i++) sum += x[i], abs_sum += fabs(x[i]);
+  assert_true(fabs(dl_cuda_sum_ref(x, N) - sum) <= N * 0x1p-24 * abs_sum);
+  free(x);
+}
+
+/* The device's Philox code, run on the host: the same bits as the CPU's. */
+static void test_uniform_host_twin(void **state) {
+  (void)state;
+  static const uint64_t starts[] = {0, 1, 2, 3, 5, (1ULL << 33) + 1, UINT64_MAX - 4};
+  static const int64_t counts[] = {1, 2, 3, 4, 5, 1000, 4099};
+  uint64_t idx[3] = {3, 7, 11};
+  dl_stream s = dl_stream_make(0x0123456789abcdefULL, "dropout", idx, 3);
+  float *want = host_floats(4099), *got = host_floats(4099);
+  for (size_t a = 0; a < sizeof starts / sizeof *starts; a++)
+    for (size_t b = 0; b < sizeof counts / sizeof *counts; b++) {
+      int64_t n = counts[b];
+      if (starts[a] > UINT64_MAX - (uint64_t)n) continue;
+      dl_stream_uniform(&s, starts[a], want, n);
+      memset(got, 0xff, (size_t)n * sizeof *got);
+      dl_cuda_uniform_host(&s, starts[a], got, n);
+      assert_memory_equal(want, got, (size_t)n * sizeof *got);
+    }
+  free(want);
+  free(got);
+}
+
+enum { SGD_N = 257, SGD_STEPS = 3 };
+
+static void sgd_grad(float *g, int step) { fill(g, SGD_N, 100 + (uint64_t)step); }
+
+/* The kernel's element code on the host against the engine's optimizer. */
+static void sgd_twin_against_optim(const dl_optim_desc *d) {
+  dl_param p;
+  memset(&p, 0, sizeof p);
+  snprintf(p.name, sizeof p.name, "w");
+  ok(dl_tensor_f32(&p.value, 1, SGD_N, 0, 0, 0, "w"));
+  ok(dl_tensor_f32(&p.grad, 1, SGD_N, 0, 0, 0, "w.grad"));
+  p.requires_grad = p.in_optimizer = p.has_grad = true;
+  fill(dl_f32(&p.value), SGD_N, 99);
+  float w[SGD_N], g[SGD_N], buf[SGD_N];
+  memcpy(w, p.value.data, sizeof w);
+  dl_param *ps[1] = {&p};
+  dl_optim *o = NULL;
+  ok(dl_optim_create(&o, d, ps, 1));
+  const float lrs[SGD_STEPS] = {0.1f, 0.05f, 0.3f};
+  for (int k = 0; k < SGD_STEPS; k++) {
+    sgd_grad(g, k);
+    memcpy(p.grad.data, g, sizeof g);
+    ok(dl_optim_step(o, lrs[k]));
+    dl_cuda_sgd_step_host(d, lrs[k], k == 0, SGD_N, w, g, d->momentum != 0.0 ? buf : NULL);
+    assert_memory_equal(w, p.value.data, sizeof w);
+  }
+  for (int i = 0; d->momentum != 0.0 && i < dl_optim_num_state(o); i++) {
+    const char *name;
+    dl_tensor *t;
+    ok(dl_optim_state(o, i, &name, &t));
+    if (contains(name, "momentum_buffer")) assert_memory_equal(buf, t->data, sizeof buf);
+  }
+  dl_optim_destroy(o);
+  dl_tensor_free(&p.value);
+  dl_tensor_free(&p.grad);
+}
+
+static dl_optim_desc sgd_desc(double momentum, double dampening, double wd, bool nesterov) {
+  dl_optim_desc d = dl_optim_default(DL_OPTIM_SGD);
+  d.momentum = momentum;
+  d.dampening = dampening;
+  d.weight_decay = wd;
+  d.nesterov = nesterov;
+  return d;
+}
+
+static void test_sgd_host_twin(void **state) {
+  (void)state;
+  dl_optim_desc cases[] = {sgd_desc(0.0, 0.0, 0.0, false), sgd_desc(0.9, 0.0, 0.0, false),
+                           sgd_desc(0.9, 0.1, 1e-2, false), sgd_desc(0.8, 0.0, 5e-4, true)};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) sgd_twin_against_optim(&cases[i]);
+}
+
+/* Refusals that need no GPU: each names what is wrong. */
+static void test_bad_arguments(void **state) {
+  (void)state;
+  float x[4] = {1, 2, 3, 4};
+  assert_int_equal(dl_cuda_init(0, DL_CUDA_MATH_FP32, NULL), DL_ERR_INVALID);
+  dl_cuda *ctx = NULL;
+  assert_int_equal(dl_cuda_init(0, (dl_cuda_math)7, &ctx), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "math mode 7"));
+  assert_int_equal(dl_cuda_set_math(NULL, DL_CUDA_MATH_TF32), DL_ERR_INVALID);
+  assert_string_equal(dl_cuda_math_name(DL_CUDA_MATH_TF32), "tf32");
+  assert_string_equal(dl_cuda_math_name(DL_CUDA_MATH_FP32), "fp32");
+  assert_string_equal(dl_cuda_math_name((dl_cuda_math)9), "unknown");
+
+  assert_int_equal(dl_cuda_sgemm(NULL, false, false, 2, 2, 3, x, 2, x, 2, 0.0f, x, 2),
+                   DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "lda = 2 must be at least 3"));
+  assert_int_equal(dl_cuda_sgemm(NULL, false, true, 2, 2, 3, x, 3, x, 2, 0.0f, x, 2),
+                   DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "ldb = 2"));
+  assert_int_equal(dl_cuda_sgemm(NULL, true, false, 2, 3, 2, x, 2, x, 3, 0.0f, x, 2),
+                   DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "ldc = 2"));
+  assert_int_equal(dl_cuda_sgemm(NULL, false, false, -1, 2, 2, x, 2, x, 2, 0.0f, x, 2),
+                   DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "M = -1"));
+  assert_int_equal(dl_cuda_sgemm(NULL, false, false, 1LL << 32, 2, 2, x, 2, x, 2, 0.0f, x, 2),
+                   DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_sgemm(NULL, false, false, 2, 2, 2, NULL, 2, x, 2, 0.0f, x, 2),
+                   DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "NULL matrix"));
+  assert_int_equal(dl_cuda_sgemm(NULL, false, false, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2),
+                   DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "no CUDA context"));
+  assert_int_equal(dl_cuda_gemm_half(NULL, DL_F32, false, false, 2, 2, 2, x, 2, x, 2, 0.0f,
+                                     x, 2), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "float16 or bfloat16, not float32"));
+  assert_int_equal(dl_cuda_gemm_half(NULL, DL_BF16, false, false, 2, 2, 2, x, 1, x, 2, 0.0f,
+                                     x, 2), DL_ERR_INVALID);
+
+  void *p = &ctx;
+  assert_int_equal(dl_cuda_alloc(NULL, 16, "act", NULL), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_alloc(NULL, 16, "act", &p), DL_ERR_INVALID);
+  assert_null(p);
+  assert_true(contains(dl_last_error(), "act: no CUDA context"));
+  assert_int_equal(dl_cuda_free(NULL), DL_OK);
+  assert_int_equal(dl_cuda_free(x), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "not a device block"));
+  assert_int_equal(dl_cuda_upload_bytes(NULL, x, x, sizeof x, "w"), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "w: 16 bytes at"));
+  assert_int_equal(dl_cuda_download_bytes(NULL, x, NULL, sizeof x, "w"), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "NULL"));
+  assert_int_equal(dl_cuda_upload_bytes(NULL, x, x, 0, "w"), DL_OK); /* nothing to copy */
+  assert_int_equal(dl_cuda_upload(NULL, x, NULL, "w"), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_download(NULL, NULL, x, "w"), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_sync(NULL), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_mem_current(), 0); /* nothing allocated: nothing counted */
+  dl_cuda_mem_reset_peak();
+  assert_int_equal(dl_cuda_mem_peak(), 0);
+
+  assert_int_equal(dl_cuda_relu_forward(NULL, -1, x, x), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_relu_forward(NULL, 4, NULL, x), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_relu_forward(NULL, 4, x, x), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "dl_cuda_relu_forward: no CUDA context"));
+  assert_int_equal(dl_cuda_relu_backward(NULL, 4, x, NULL, x), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_bias_add(NULL, -2, 2, x, x), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "[-2, 2]"));
+  assert_int_equal(dl_cuda_scale(NULL, 4, 2.0f, NULL), DL_ERR_INVALID);
+  dl_optim_desc adam = dl_optim_default(DL_OPTIM_ADAM), sgd = sgd_desc(0.9, 0, 0, false);
+  assert_int_equal(dl_cuda_sgd_step(NULL, &adam, 0.1f, true, 4, x, x, x), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "must be sgd, not adam"));
+  assert_int_equal(dl_cuda_sgd_step(NULL, &sgd, 0.1f, true, 4, x, x, NULL), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_sum(NULL, 4, x, NULL), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "no device float"));
+  dl_stream s = dl_stream_make(1, "t", NULL, 0);
+  assert_int_equal(dl_cuda_uniform(NULL, &s, UINT64_MAX - 1, x, 4), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "pass 2^64"));
+  assert_int_equal(dl_cuda_uniform(NULL, NULL, 0, x, 4), DL_ERR_INVALID);
+}
+
+/* ================= needs a GPU ================= */
+
+static void test_memory(void **state) {
+  (void)state;
+  dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
+  assert_int_equal(dl_cuda_device(ctx), 0);
+  int64_t before = dl_cuda_mem_current();
+  dl_cuda_mem_reset_peak();
+  void *a = NULL, *b = NULL;
+  ok(dl_cuda_alloc(ctx, 1000, "a", &a));
+  ok(dl_cuda_alloc(ctx, 24, "b", &b));
+  assert_int_equal(dl_cuda_mem_current(), before + 1024);
+  ok(dl_cuda_free(a));
+  assert_int_equal(dl_cuda_mem_current(), before + 24);
+  assert_int_equal(dl_cuda_mem_peak(), before + 1024);
+  assert_int_equal(dl_cuda_free(a), DL_ERR_INVALID); /* twice */
+
+  dl_tensor t = {0}, back = {0};
+  ok(dl_tensor_f32(&t, 1, 6, 0, 0, 0, "t"));
+  ok(dl_tensor_f32(&back, 1, 6, 0, 0, 0, "back"));
+  fill(dl_f32(&t), 6, 1);
+  ok(dl_cuda_download(ctx, &back, b, "b")); /* fresh blocks are zeroed */
+  for (int i = 0; i < 6; i++) assert_true(dl_f32(&back)[i] == 0.0f);
+  ok(dl_cuda_upload(ctx, b, &t, "b"));
+  ok(dl_cuda_download(ctx, &back, b, "b"));
+  assert_memory_equal(t.data, back.data, 24);
+  assert_int_equal(dl_cuda_upload_bytes(ctx, (char *)b + 4, t.data, 24, "b+4"), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "do not lie inside one device block"));
+  ok(dl_cuda_upload_bytes(ctx, (char *)b + 4, t.data, 20, "b+4")); /* inside: fine */
+  void *none = &t;
+  ok(dl_cuda_alloc(ctx, 0, "empty", &none));
+  assert_null(none);
+  ok(dl_cuda_set_math(ctx, DL_CUDA_MATH_TF32));
+  assert_int_equal(dl_cuda_get_math(ctx), DL_CUDA_MATH_TF32);
+  assert_int_equal(dl_cuda_init(99, DL_CUDA_MATH_FP32, &(dl_cuda *){NULL}), DL_ERR_INVALID);
+  ok(dl_cuda_free(b));
+  assert_int_equal(dl_cuda_mem_current(), before);
+  dl_tensor_free(&t);
+  dl_tensor_free(&back);
+  dl_cuda_destroy(ctx);
+}
+
+typedef struct gemm_case {
+  bool ta, tb;
+  int64_t M, N, K;
+  float beta;
+} gemm_case;
+
+/* A leading dimension is at least 1, even for an empty row. */
+static int64_t leading(int64_t row_length) { return row_length > 1 ? row_length : 1; }
+
+/* Largest |c - exact| / sum_k |a||b| over C, the exact product in float64. */
+static double gemm_error(const gemm_case *g, const float *A, const float *B, const float *C0,
+                         const float *C) {
+  int64_t lda = leading(g->ta ? g->M : g->K), ldb = leading(g->tb ? g->K : g->N);
+  double worst = 0.0;
+  for (int64_t i = 0; i < g->M; i++)
+    for (int64_t j = 0; j < g->N; j++) {
+      double exact = g->beta * C0[i * g->N + j], mag = fabs(exact);
+      for (int64_t k = 0; k < g->K; k++) {
+        double a = g->ta ? A[k * lda + i] : A[i * lda + k];
+        double b = g->tb ? B[j * ldb + k] : B[k * ldb + j];
+        exact += a * b;
+        mag += fabs(a * b);
+      }
+      double e = fabs(C[i * g->N + j] - exact) / mag;
+      if (e > worst) worst = e;
+    }
+  return worst;
+}
+
+/* Runs case g in the context's mode; returns the error as gemm_error, and
+ * checks dl_sgemm_ref against the same bound. */
+static double run_sgemm(dl_cuda *ctx, const gemm_case *g, float *out) {
+  int64_t na = g->M * g->K, nb = g->K * g->N, nc = g->M * g->N;
+  float *A = host_floats(na), *B = host_floats(nb), *C0 = host_floats(nc), *ref = host_floats(nc);
+  fill(A, na, 11);
+  fill(B, nb, 12);
+  fill(C0, nc, 13);
+  float *dA = to_device(ctx, A, na, "A"), *dB = to_device(ctx, B, nb, "B");
+  float *dC = to_device(ctx, C0, nc, "C");
+  int64_t lda = leading(g->ta ? g->M : g->K), ldb = leading(g->tb ? g->K : g->N);
+  ok(dl_cuda_sgemm(ctx, g->ta, g->tb, g->M, g->N, g->K, dA, lda, dB, ldb, g->beta, dC, g->N));
+  from_device(ctx, out, dC, nc);
+  memcpy(ref, C0, (size_t)nc * sizeof *ref);
+  dl_sgemm_ref(g->ta, g->tb, g->M, g->N, g->K, A, lda, B, ldb, g->beta, ref, g->N);
+  /* float32 summation of K terms: |error| <= K u / (1 - K u) sum|a||b|,
+   * u = 2^-24; 2 K u covers it for K u < 1/2. */
+  assert_true(gemm_error(g, A, B, C0, ref) <= 2.0 * (double)g->K * 0x1p-24);
+  double e = gemm_error(g, A, B, C0, out);
+  ok(dl_cuda_free(dA));
+  ok(dl_cuda_free(dB));
+  ok(dl_cuda_free(dC));
+  free(A), free(B), free(C0), free(ref);
+  return e;
+}
+
+static const gemm_case gemm_cases[] = {
+    {false, false, 37, 53, 129, 0.0f}, {false, true, 64, 31, 70, 1.0f},
+    {true, false, 17, 40, 256, 0.0f},  {true, true, 33, 65, 97, 1.0f},
+    {false, false, 1, 1, 1, 0.0f},     {false, false, 8, 8, 0, 1.0f},
+};
+
+static void test_sgemm_fp32(void **state) {
+  (void)state;
+  dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
+  for (size_t i = 0; i < sizeof gemm_cases / sizeof *gemm_cases; i++) {
+    const gemm_case *g = &gemm_cases[i];
+    float *out = host_floats(g->M * g->N);
+    double e = run_sgemm(ctx, g, out);
+    /* The same bound as dl_sgemm_ref: both are float32 sums, in their own
+     * orders, so GPU and CPU differ by at most twice it. */
+    if (e > 2.0 * (double)(g->K > 0 ? g->K : 1) * 0x1p-24)
+      fail_msg("case %zu: error %.3g over the float32 bound", i, e);
+    free(out);
+  }
+  dl_cuda_destroy(ctx);
+}
+
+/* TF32 rounds inputs to 10 mantissa bits: far over float32's error, under
+ * 2^-10 of sum|a||b| (two inputs each within 2^-11, plus the sum). */
+static void test_sgemm_tf32_differs(void **state) {
+  (void)state;
+  dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
+  const gemm_case g = {false, false, 64, 64, 256, 0.0f};
+  float *fp32 = host_floats(64 * 64), *tf32 = host_floats(64 * 64);
+  double e32 = run_sgemm(ctx, &g, fp32);
+  ok(dl_cuda_set_math(ctx, DL_CUDA_MATH_TF32));
+  double etf = run_sgemm(ctx, &g, tf32);
+  printf("sgemm 64x64x256: fp32 error %.3g, tf32 error %.3g (of sum|a||b|)\n", e32, etf);
+  assert_true(memcmp(fp32, tf32, 64 * 64 * sizeof(float)) != 0);
+  assert_true(etf > 16.0 * e32 && etf > 0x1p-20);
+  assert_true(etf < 0x1p-10 + 2.0 * 256 * 0x1p-24);
+  free(fp32);
+  free(tf32);
+  dl_cuda_destroy(ctx);
+}
+
+/* fp16/bf16 inputs: their products are exact in float32; the sum is
+ * float32 on the tensor cores, whose adds may round less carefully than
+ * IEEE: bound 4 K 2^-24 of sum|a||b|. */
+static void half_gemm(dl_cuda *ctx, dl_dtype dt) {
+  const gemm_case g = {false, true, 48, 40, 200, 0.0f};
+  int64_t na = g.M * g.K, nb = g.N * g.K, nc = g.M * g.N;
+  float *A = host_floats(na), *B = host_floats(nb), *C0 = host_floats(nc), *C = host_floats(nc);
+  uint16_t *hA = malloc((size_t)na * 2), *hB = malloc((size_t)nb * 2);
+  assert_non_null(hA);
+  assert_non_null(hB);
+  fill(A, na, 21);
+  fill(B, nb, 22);
+  fill(C0, nc, 23);
+  for (int64_t i = 0; i < na; i++) {
+    hA[i] = dt == DL_F16 ? dl_f32_to_f16(A[i]) : dl_f32_to_bf16(A[i]);
+    A[i] = dt == DL_F16 ? dl_f16_to_f32(hA[i]) : dl_bf16_to_f32(hA[i]);
+  }
+  for (int64_t i = 0; i < nb; i++) {
+    hB[i] = dt == DL_F16 ? dl_f32_to_f16(B[i]) : dl_f32_to_bf16(B[i]);
+    B[i] = dt == DL_F16 ? dl_f16_to_f32(hB[i]) : dl_bf16_to_f32(hB[i]);
+  }
+  void *dA = NULL, *dB = NULL;
+  ok(dl_cuda_alloc(ctx, (size_t)na * 2, "A16", &dA));
+  ok(dl_cuda_alloc(ctx, (size_t)nb * 2, "B16", &dB));
+  ok(dl_cuda_upload_bytes(ctx, dA, hA, (size_t)na * 2, "A16"));
+  ok(dl_cuda_upload_bytes(ctx, dB, hB, (size_t)nb * 2, "B16"));
+  float *dC = to_device(ctx, C0, nc, "C");
+  ok(dl_cuda_gemm_half(ctx, dt, g.ta, g.tb, g.M, g.N, g.K, dA, g.K, dB, g.K, 0.0f, dC, g.N));
+  from_device(ctx, C, dC, nc);
+  double e = gemm_error(&g, A, B, C0, C);
+  printf("%s gemm: error %.3g of sum|a||b|\n", dl_dtype_name(dt), e);
+  assert_true(e <= 4.0 * g.K * 0x1p-24);
+  ok(dl_cuda_free(dA));
+  ok(dl_cuda_free(dB));
+  ok(dl_cuda_free(dC));
+  free(A), free(B), free(C0), free(C), free(hA), free(hB);
+}
+
+static void test_gemm_half(void **state) {
+  (void)state;
+  dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
+  half_gemm(ctx, DL_F16);
+  half_gemm(ctx, DL_BF16);
+  dl_cuda_destroy(ctx);
+}
+
+/* Elementwise kernels: the CPU's formulas, so bitwise equal. */
+static void test_elementwise(void **state) {
+  (void)state;
+  dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
+  enum { ROWS = 37, COLS = 53, N = ROWS * COLS };
+  float *x = host_floats(N), *dy = host_floats(N), *bias = host_floats(COLS);
+  float *want = host_floats(N), *got = host_floats(N);
+  fill(x, N, 31);
+  fill(dy, N, 32);
+  fill(bias, COLS, 33);
+  x[5] = -0.0f, x[6] = NAN; /* torch.relu passes both through */
+  float *dx = to_device(ctx, x, N, "x"), *ddy = to_device(ctx, dy, N, "dy");
+  float *dout = to_device(ctx, x, N, "out"), *db = to_device(ctx, bias, COLS, "bias");
+
+  ok(dl_cuda_relu_forward(ctx, N, dx, dout));
+  from_device(ctx, got, dout, N);
+  for (int i = 0; i < N; i++) want[i] = x[i] < 0.0f ? 0.0f : x[i];
+  assert_memory_equal(want, got, sizeof(float) * N);
+
+  ok(dl_cuda_relu_backward(ctx, N, ddy, dout, dx)); /* y = relu(x) as saved */
+  float *y = host_floats(N);
+  memcpy(y, want, sizeof(float) * N);
+  from_device(ctx, got, dx, N);
+  for (int i = 0; i < N; i++) want[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  assert_memory_equal(want, got, sizeof(float) * N);
+
+  ok(dl_cuda_upload_bytes(ctx, dout, dy, sizeof(float) * N, "out"));
+  ok(dl_cuda_bias_add(ctx, ROWS, COLS, db, dout));
+  from_device(ctx, got, dout, N);
+  for (int i = 0; i < N; i++) want[i] = dy[i] + bias[i % COLS];
+  assert_memory_equal(want, got, sizeof(float) * N);
+
+  ok(dl_cuda_scale(ctx, N, 0.37f, dout));
+  from_device(ctx, y, dout, N);
+  for (int i = 0; i < N; i++) want[i] = got[i] * 0.37f;
+  assert_memory_equal(want, y, sizeof(float) * N);
+  ok(dl_cuda_relu_forward(ctx, 0, dx, dout)); /* nothing to do */
+  ok(dl_cuda_sync(ctx));
+
+  ok(dl_cuda_free(dx)), ok(dl_cuda_free(ddy)), ok(dl_cuda_free(dout)), ok(dl_cuda_free(db));
+  free(x), free(dy), free(bias), free(want), free(got), free(y);
+  dl_cuda_destroy(ctx);
+}
+
+/* The SGD kernel against its host twin (which test_sgd_host_twin holds to
+ * dl_optim_step): bitwise, over three steps. */
+static void test_sgd_kernel(void **state) {
+  (void)state;
+  dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
+  dl_optim_desc cases[] = {sgd_desc(0.0, 0.0, 0.0, false), sgd_desc(0.9, 0.1, 1e-2, false),
+                           sgd_desc(0.8, 0.0, 5e-4, true)};
+  float w[SGD_N], g[SGD_N], buf[SGD_N] = {0}, got[SGD_N];
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    const dl_optim_desc *d = &cases[c];
+    fill(w, SGD_N, 99);
+    memset(buf, 0, sizeof buf);
+    float *dw = to_device(ctx, w, SGD_N, "w"), *dg = to_device(ctx, w, SGD_N, "g");
+    float *dbuf = to_device(ctx, buf, SGD_N, "buf");
+    for (int k = 0; k < SGD_STEPS; k++) {
+      sgd_grad(g, k);
+      ok(dl_cuda_upload_bytes(ctx, dg, g, sizeof g, "g"));
+      ok(dl_cuda_sgd_step(ctx, d, 0.1f * (float)(k + 1), k == 0, SGD_N, dw, dg, dbuf));
+      dl_cuda_sgd_step_host(d, 0.1f * (float)(k + 1), k == 0, SGD_N, w, g, buf);
+      from_device(ctx, got, dw, SGD_N);
+      assert_memory_equal(w, got, sizeof w);
+    }
+    from_device(ctx, got, dbuf, SGD_N);
+    assert_memory_equal(buf, got, sizeof buf);
+    ok(dl_cuda_free(dw)), ok(dl_cuda_free(dg)), ok(dl_cuda_free(dbuf));
+  }
+  dl_cuda_destroy(ctx);
+}
+
+/* The sum: the order of dl_cuda_sum_ref, bitwise, the same twice. */
+static void test_sum_kernel(void **state) {
+  (void)state;
+  dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
+  static const int64_t sizes[] = {0, 1, 255, 4096, 4097, 100003, (1 << 20) + 5,
+                                  (int64_t)DL_CUDA_SUM_SLICE * 300 + 1};
+  void *dout = NULL;
+  ok(dl_cuda_alloc(ctx, sizeof(float), "sum", &dout));
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    int64_t n = sizes[i];
+    float *x = host_floats(n);
+    fill(x, n, 40 + i);
+    float *dx = n ? to_device(ctx, x, n, "x") : NULL;
+    float first = NAN, second = NAN, want = dl_cuda_sum_ref(x, n);
+    ok(dl_cuda_sum(ctx, n, dx ? dx : (float *)dout, dout));
+    from_device(ctx, &first, dout, 1);
+    ok(dl_cuda_sum(ctx, n, dx ? dx : (float *)dout, dout));
+    from_device(ctx, &second, dout, 1);
+    if (memcmp(&first, &want, sizeof want) != 0 || memcmp(&first, &second, sizeof want) != 0)
+      fail_msg("n = %lld: GPU %a then %a, host order %a", (long long)n, first, second, want);
+    ok(dl_cuda_free(dx));
+    free(x);
+  }
+  ok(dl_cuda_free(dout));
+  dl_cuda_destroy(ctx);
+}
+
+/* Philox on the device: dl_stream_uniform's bits at any offset. */
+static void test_uniform_kernel(void **state) {
+  (void)state;
+  dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
+  static const uint64_t starts[] = {0, 1, 3, 6, (1ULL << 35) + 2};
+  enum { N = 100003 };
+  float *want = host_floats(N), *got = host_floats(N);
+  void *d = NULL;
+  ok(dl_cuda_alloc(ctx, N * sizeof(float), "uniform", &d));
+  uint64_t idx[2] = {2, 9};
+  dl_stream s = dl_stream_make(0xfedcba9876543210ULL, "dropout", idx, 2);
+  for (size_t i = 0; i < sizeof starts / sizeof *starts; i++)
+    for (int64_t n = 1; n <= N; n = n * 7 + 3) {
+      dl_stream_uniform(&s, starts[i], want, n);
+      ok(dl_cuda_uniform(ctx, &s, starts[i], d, n));
+      from_device(ctx, got, d, n);
+      assert_memory_equal(want, got, (size_t)n * sizeof(float));
+    }
+  ok(dl_cuda_free(d));
+  free(want), free(got);
+  dl_cuda_destroy(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_device_count_and_reason),
+      cmocka_unit_test(test_env_checks_on_this_machine),
+      cmocka_unit_test(test_e1_runtime_vs_driver),
+      cmocka_unit_test(test_e2_arch_vs_device),
+      cmocka_unit_test(test_e3_built_vs_loaded),
+      cmocka_unit_test(test_built_versions),
+      cmocka_unit_test(test_loaded_versions),
+      cmocka_unit_test(test_failure_messages),
+      cmocka_unit_test(test_sum_ref_known_answers),
+      cmocka_unit_test(test_uniform_host_twin),
+      cmocka_unit_test(test_sgd_host_twin),
+      cmocka_unit_test(test_bad_arguments),
+      cmocka_unit_test(test_memory),
+      cmocka_unit_test(test_sgemm_fp32),
+      cmocka_unit_test(test_sgemm_tf32_differs),
+      cmocka_unit_test(test_gemm_half),
+      cmocka_unit_test(test_elementwise),
+      cmocka_unit_test(test_sgd_kernel),
+      cmocka_unit_test(test_sum_kernel),
+      cmocka_unit_test(test_uniform_kernel),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else /* built without CUDA */
+
+static void test_cuda_not_built(void **state) {
+  (void)state;
+  printf("no CUDA device: this build has no CUDA backend (CMake found no nvcc)\n");
+  skip();
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_cuda_not_built)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#endif
