@@ -3,6 +3,9 @@
 
 #include "env.h"
 #include "trace_io.h"
+#ifdef DL_HAVE_CUDA
+#include "cuda/env_checks.h"
+#endif
 
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +18,21 @@ static const char env_help[] =
     "when present. With a golden (or trace) file, also lists every key whose value\n"
     "differs from the machine that recorded it.\n"
     "  --json   the fingerprint as one JSON object\n";
+
+/* E1-E3: driver vs runtime, built architectures vs the GPU, built vs
+ * loaded library versions. */
+static void print_cuda_checks(void) {
+#ifdef DL_HAVE_CUDA
+  dl_cuda_check checks[3];
+  dl_cuda_env_checks(0, checks);
+  printf("\nCUDA environment checks:\n");
+  for (int i = 0; i < 3; i++)
+    printf("  %s  %-4s %s\n", checks[i].id,
+           !checks[i].applicable ? "n/a" : checks[i].ok ? "ok" : "FAIL", checks[i].message);
+#else
+  printf("\nCUDA environment checks (E1-E3): this build has no CUDA backend\n");
+#endif
+}
 
 int cmd_env(int argc, char **argv) {
   bool json = false;
@@ -39,6 +57,7 @@ int cmd_env(int argc, char **argv) {
   }
   if (json) printf("%s\n", now);
   else dlc_env_print(&e, stdout);
+  if (!json) print_cuda_checks();
   if (!golden) return EXIT_PASS;
   static dlc_golden_meta meta;
   dlc_trace t;
