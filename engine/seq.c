@@ -70,6 +70,15 @@ static const char *layer_name(const dl_layer *l, char *buf, size_t len) {
   return buf;
 }
 
+/* Prefixes "layer 3 (linear): " to the failure of layer `name`, unless the
+ * layer already named itself that way. */
+static dl_status layer_failed(dl_status st, const char *name) {
+  char label[DL_NAME_MAX + 48];
+  int n = snprintf(label, sizeof label, "layer %s: ", name);
+  if (n > 0 && strncmp(dl_last_error(), label, (size_t)n) == 0) return st;
+  return dl_fail_context(st, "%s", label);
+}
+
 dl_status dl_seq_forward(dl_seq *s, const dl_ctx *ctx, const dl_tensor *x,
                          const dl_tensor **out) {
   dl_seq_release(s);
@@ -85,7 +94,7 @@ dl_status dl_seq_forward(dl_seq *s, const dl_ctx *ctx, const dl_tensor *x,
     if (st != DL_OK) {
       dl_tensor_free(&s->acts[i]);
       dl_seq_release(s);
-      return dl_fail_context(st, "layer %s: ", layer_name(l, name, sizeof name));
+      return layer_failed(st, layer_name(l, name, sizeof name));
     }
     if (ctx->hooks.forward)
       ctx->hooks.forward(ctx->hooks.user, layer_name(l, name, sizeof name), &s->acts[i]);
@@ -131,7 +140,7 @@ dl_status dl_seq_backward(dl_seq *s, const dl_ctx *ctx, const dl_tensor *dy, dl_
     st = l->ops->backward(l, ctx, xin, &s->acts[i], cur, i > 0 ? &next : dx);
     if (st != DL_OK) {
       dl_tensor_free(&next);
-      dl_fail_context(st, "layer %s: ", name);
+      layer_failed(st, name);
     }
     dl_tensor_free(&grad);
     grad = next;

@@ -25,8 +25,8 @@ const char *dl_dtype_name(dl_dtype dt) {
   return "unknown";
 }
 
-dl_status dl_tensor_alloc(dl_tensor *t, dl_dtype dt, int ndim,
-                          const int64_t *shape, const char *what) {
+static dl_status tensor_alloc(dl_tensor *t, dl_dtype dt, int ndim, const int64_t *shape,
+                              const char *what, bool zero) {
   const char *name = what ? what : "tensor";
   if (ndim < 0 || ndim > DL_MAX_DIMS)
     return dl_fail(DL_ERR_INVALID, "%s: rank %d is outside 0..%d", name, ndim,
@@ -43,13 +43,24 @@ dl_status dl_tensor_alloc(dl_tensor *t, dl_dtype dt, int ndim,
     numel *= shape[i];
   }
   memset(t, 0, sizeof *t);
-  t->data = dl_mem_alloc((size_t)numel * dl_dtype_size(dt), name);
+  size_t bytes = (size_t)numel * dl_dtype_size(dt);
+  t->data = zero ? dl_mem_alloc(bytes, name) : dl_mem_alloc_uninit(bytes, name);
   if (!t->data) return DL_ERR_NOMEM;
   t->dtype = dt;
   t->ndim = ndim;
   for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
   t->numel = numel;
   return DL_OK;
+}
+
+dl_status dl_tensor_alloc(dl_tensor *t, dl_dtype dt, int ndim, const int64_t *shape,
+                          const char *what) {
+  return tensor_alloc(t, dt, ndim, shape, what, true);
+}
+
+dl_status dl_tensor_alloc_uninit(dl_tensor *t, dl_dtype dt, int ndim, const int64_t *shape,
+                                 const char *what) {
+  return tensor_alloc(t, dt, ndim, shape, what, false);
 }
 
 dl_status dl_tensor_f32(dl_tensor *t, int ndim, int64_t d0, int64_t d1,

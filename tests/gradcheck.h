@@ -98,7 +98,7 @@ static inline bool gc_loss(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
 static inline bool gc_central(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                               const dl_tensor *dy, float *v, float s, double *d) {
   const float orig = *v, up = orig + s, down = orig - s;
-  double lp, lm;
+  double lp = 0.0, lm = 0.0;
   *v = up;
   bool ok = gc_loss(l, ctx, x, dy, &lp);
   *v = down;

@@ -167,6 +167,34 @@ static void relu_gelu_tanh_edge_cases(void **state) {
   dl_tensor_free(&x);
 }
 
+/* The same rules through the 16-wide blocks and the tail: 37 elements
+ * cycling through signed zeros, NaN, infinities and subnormals, each
+ * compared bitwise with the rule (x < 0 ? 0 : x; dy where y > 0). */
+static void relu_blocks_keep_the_edge_cases(void **state) {
+  (void)state;
+  const float special[9] = {-0.0f, NAN, 0.0f, -1.5f, 2.5f, -INFINITY, INFINITY, 1e-45f, -1e-45f};
+  enum { N = 37 };
+  dl_tensor x = {0};
+  assert_int_equal(dl_tensor_f32(&x, 2, 1, N, 0, 0, "x"), DL_OK);
+  for (int i = 0; i < N; i++) dl_f32(&x)[i] = special[(i * 5) % 9];
+  dl_ctx ctx = gc_ctx();
+  dl_layer l;
+  dl_tensor y = {0}, dx = {0};
+  make_act(&l, DL_RELU, false);
+  run(&l, &ctx, &x, &y, &dx);
+  for (int i = 0; i < N; i++) {
+    const float v = dl_f32(&x)[i], want = v < 0.0f ? 0.0f : v;
+    assert_memory_equal(&want, &dl_f32(&y)[i], sizeof want);
+    const float dy = 1.0f; /* run() feeds ones */
+    const float want_dx = want > 0.0f ? dy : 0.0f;
+    assert_memory_equal(&want_dx, &dl_f32(&dx)[i], sizeof want_dx);
+  }
+  dl_tensor_free(&y);
+  dl_tensor_free(&dx);
+  dl_tensor_free(&x);
+  dl_layer_destroy(&l);
+}
+
 /* Finite differences for every kind over several shapes, training and eval
  * (activations ignore the mode; both are run because models switch).
  * ReLU inputs stay at least 0.1 away from the kink, more than the step 2h.
@@ -293,6 +321,7 @@ int main(void) {
       cmocka_unit_test(gelu_matches_double_formulas),
       cmocka_unit_test(tanh_matches_double_formula),
       cmocka_unit_test(relu_gelu_tanh_edge_cases),
+      cmocka_unit_test(relu_blocks_keep_the_edge_cases),
       cmocka_unit_test(gradcheck_every_kind),
       cmocka_unit_test(autocast_rounds_outputs_to_half),
       cmocka_unit_test(bitwise_same_with_one_and_two_threads),

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "cpu/gemm_internal.h"
 #include "cpu/kinds.h"
 #include "gradcheck.h"
 #include "half.h"
@@ -106,16 +107,122 @@ static void check_against_direct(const conv_case *c, dl_dtype autocast) {
   dl_layer_destroy(&l);
 }
 
+/* With the best GEMM ISA (AVX-512 im2col lanes where the CPU has them)
+ * and the portable one (scalar runs). */
 static void forward_equals_direct_convolution_bitwise(void **state) {
   (void)state;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    check_against_direct(&cases[i], DL_F32);
+  const conv_case big = {1, 2, 17, 17, 3, 3, 1, 1, true}; /* same size, > 256 pixels */
+  const dl_gemm_isa_id isas[2] = {DL_GEMM_AUTO, DL_GEMM_PORTABLE};
+  for (int isa = 0; isa < 2; isa++) {
+    assert_true(dl_gemm_force_isa(isas[isa]));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      check_against_direct(&cases[i], DL_F32);
+    check_against_direct(&big, DL_F32);
+  }
+  assert_true(dl_gemm_force_isa(DL_GEMM_AUTO));
 }
 
 static void autocast_forward_equals_rounded_direct_convolution(void **state) {
   (void)state;
   check_against_direct(&cases[0], DL_F16);
   check_against_direct(&cases[2], DL_BF16);
+}
+
+/* Patch value col_n[r][p] of the documented im2col: 0 in the padding. */
+static float patch_value(const conv_case *c, const float *x, int64_t n, int64_t r,
+                         int64_t oh, int64_t ow) {
+  const int64_t ch = r / (c->k * c->k), ki = r / c->k % c->k, kj = r % c->k;
+  const int64_t ih = oh * c->stride - c->pad + ki, iw = ow * c->stride - c->pad + kj;
+  if (ih < 0 || ih >= c->h || iw < 0 || iw >= c->w) return 0.0f;
+  return x[((n * c->c + ch) * c->h + ih) * c->w + iw];
+}
+
+/* The backward sums in the order the header comment documents, written
+ * out plainly: dW[o][r] one fmaf chain over samples then pixels (padding
+ * zeros included), db the same with adds, dx the patch rows of
+ * dcol = W^T dy added in row order. */
+static void direct_backward(const conv_case *c, const float *x, const float *w,
+                            const float *dy, float *dx, float *dw, float *db) {
+  const int64_t oh_n = (c->h + 2 * c->pad - c->k) / c->stride + 1;
+  const int64_t ow_n = (c->w + 2 * c->pad - c->k) / c->stride + 1;
+  const int64_t rows = c->c * c->k * c->k, pixels = oh_n * ow_n;
+  for (int64_t o = 0; o < c->o; o++) {
+    db[o] = 0.0f;
+    for (int64_t r = 0; r < rows; r++) {
+      float acc = 0.0f;
+      for (int64_t n = 0; n < c->n; n++)
+        for (int64_t q = 0; q < pixels; q++)
+          acc = fmaf(dy[(n * c->o + o) * pixels + q],
+                     patch_value(c, x, n, r, q / ow_n, q % ow_n), acc);
+      dw[o * rows + r] = acc;
+    }
+    for (int64_t n = 0; n < c->n; n++)
+      for (int64_t q = 0; q < pixels; q++) db[o] += dy[(n * c->o + o) * pixels + q];
+  }
+  memset(dx, 0, (size_t)(c->n * c->c * c->h * c->w) * sizeof *dx);
+  for (int64_t n = 0; n < c->n; n++)
+    for (int64_t r = 0; r < rows; r++) {
+      const int64_t ch = r / (c->k * c->k), ki = r / c->k % c->k, kj = r % c->k;
+      for (int64_t q = 0; q < pixels; q++) {
+        const int64_t ih = q / ow_n * c->stride - c->pad + ki;
+        const int64_t iw = q % ow_n * c->stride - c->pad + kj;
+        if (ih < 0 || ih >= c->h || iw < 0 || iw >= c->w) continue;
+        float dcol = 0.0f;
+        for (int64_t o = 0; o < c->o; o++)
+          dcol = fmaf(w[o * rows + r], dy[(n * c->o + o) * pixels + q], dcol);
+        dx[((n * c->c + ch) * c->h + ih) * c->w + iw] += dcol;
+      }
+    }
+}
+
+/* Same-size padding (masked 16-pixel lanes on AVX-512 up to 256 pixels,
+ * whole-plane runs beyond, or with the portable GEMM ISA), strided, 1x1
+ * and ragged shapes, with 1 and 3 threads (the dW rows cut in parts):
+ * bitwise. */
+static void backward_equals_direct_sums_bitwise(void **state) {
+  (void)state;
+  enum { NCASES = sizeof cases / sizeof cases[0], NMORE = 4 };
+  const conv_case more[NMORE] = {{2, 3, 4, 7, 5, 5, 1, 2, true},
+                                 {3, 3, 3, 4, 9, 1, 1, 0, false},
+                                 {2, 5, 6, 6, 4, 3, 1, 1, true},
+                                 {1, 2, 17, 17, 3, 3, 1, 1, true}};
+  const dl_gemm_isa_id isas[2] = {DL_GEMM_AUTO, DL_GEMM_PORTABLE};
+  for (int isa = 0; isa < 2; isa++)
+    for (size_t i = 0; i < NCASES + NMORE; i++)
+      for (int threads = 1; threads <= 3; threads += 2) {
+        const conv_case *c = i < NCASES ? &cases[i] : &more[i - NCASES];
+        assert_true(dl_gemm_force_isa(isas[isa]));
+        assert_int_equal(dl_set_num_threads(threads), DL_OK);
+        dl_layer l;
+        dl_layer_desc d = conv_desc(c->c, c->o, c->k, c->stride, c->pad, c->bias);
+        assert_int_equal(dl_layer_init(&l, &d, "", 0, 40 + i), DL_OK);
+        dl_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
+        assert_int_equal(dl_tensor_f32(&x, 4, c->n, c->c, c->h, c->w, "x"), DL_OK);
+        gc_fill_uniform(&x, 50 + i, -2.0f, 2.0f);
+        dl_ctx ctx = gc_ctx();
+        assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
+        assert_int_equal(dl_tensor_alloc(&dy, DL_F32, 4, y.shape, "dy"), DL_OK);
+        gc_fill_uniform(&dy, 60 + i, -2.0f, 2.0f);
+        assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &dy, &dx), DL_OK);
+        float *want_dx = test_malloc((size_t)dx.numel * sizeof(float));
+        float *want_dw = test_malloc((size_t)l.params[0].grad.numel * sizeof(float));
+        float want_db[16];
+        direct_backward(c, dl_f32(&x), dl_f32(&l.params[0].value), dl_f32(&dy), want_dx,
+                        want_dw, want_db);
+        assert_memory_equal(want_dx, dl_f32(&dx), dl_tensor_bytes(&dx));
+        assert_memory_equal(want_dw, dl_f32(&l.params[0].grad),
+                            dl_tensor_bytes(&l.params[0].grad));
+        if (c->bias)
+          assert_memory_equal(want_db, dl_f32(&l.params[1].grad), (size_t)c->o * sizeof(float));
+        test_free(want_dx);
+        test_free(want_dw);
+        dl_tensor *all[] = {&x, &y, &dy, &dx};
+        for (int t = 0; t < 4; t++) dl_tensor_free(all[t]);
+        dl_layer_destroy(&l);
+      }
+  assert_true(dl_gemm_force_isa(DL_GEMM_AUTO));
+  assert_int_equal(dl_set_num_threads(1), DL_OK);
+  dl_threads_shutdown();
 }
 
 /* Under autocast dW and db are the rounded sums of rounded products. */
@@ -302,6 +409,7 @@ int main(void) {
       cmocka_unit_test(gradients_match_finite_differences),
       cmocka_unit_test(forward_equals_direct_convolution_bitwise),
       cmocka_unit_test(autocast_forward_equals_rounded_direct_convolution),
+      cmocka_unit_test(backward_equals_direct_sums_bitwise),
       cmocka_unit_test(autocast_param_grads_are_rounded),
       cmocka_unit_test(results_do_not_depend_on_thread_count),
       cmocka_unit_test(init_and_accumulation),

@@ -309,6 +309,15 @@ static void errors_name_layer_and_shapes(void **state) {
   assert_int_equal(dl_model_backward(m, &ctx, &x), DL_ERR_INVALID); /* failed forward */
   dl_model_destroy(m);
 
+  /* A layer that names itself in its message is not named twice. */
+  const dl_layer_desc bn[2] = {linear(4, 3), batchnorm(5)};
+  assert_int_equal(dl_model_create(&m, bn, 2, 1), DL_OK);
+  assert_int_equal(dl_model_forward(m, &ctx, &x, &out), DL_ERR_INVALID);
+  const char *first = strstr(dl_last_error(), "layer 1 (batchnorm1d): ");
+  assert_non_null(first);
+  assert_null(strstr(first + 1, "layer 1 (batchnorm1d): "));
+  dl_model_destroy(m);
+
   const dl_layer_desc good[2] = {linear(4, 3), dl_layer_default(DL_RELU)};
   assert_int_equal(dl_model_create(&m, good, 2, 1), DL_OK);
   ctx.autocast = DL_I32;

@@ -122,6 +122,66 @@ static void maxpool_overlapping_windows_accumulate(void **state) {
   dl_tensor_free(&x);
 }
 
+/* PyTorch's CPU rule written plainly: scan the clipped window in row-major
+ * order, take v if v > best or v is NaN, starting from -inf at the
+ * window's first element. */
+static void reference_maxpool(const dl_tensor *x, int k, int stride, float *y, int32_t *at) {
+  const int64_t planes = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3];
+  const int64_t OH = (H - k) / stride + 1, OW = (W - k) / stride + 1;
+  for (int64_t p = 0; p < planes; p++)
+    for (int64_t oh = 0; oh < OH; oh++)
+      for (int64_t ow = 0; ow < OW; ow++) {
+        const float *plane = dl_f32(x) + p * H * W;
+        float best = -INFINITY;
+        int32_t where = (int32_t)(oh * stride * W + ow * stride);
+        for (int i = 0; i < k; i++)
+          for (int j = 0; j < k; j++) {
+            const int32_t idx = (int32_t)((oh * stride + i) * W + ow * stride + j);
+            if (plane[idx] > best || isnan(plane[idx])) {
+              best = plane[idx];
+              where = idx;
+            }
+          }
+        y[(p * OH + oh) * OW + ow] = best;
+        at[(p * OH + oh) * OW + ow] = where;
+      }
+}
+
+/* The 2x2 windows (four at a time for stride 2, with a ragged end done by
+ * overlap, one at a time otherwise) against the reference, bitwise, on
+ * data full of ties, signed zeros and -inf; a NaN sends its plane down the
+ * exact path. Widths give 1, 2, 4, 7 and 12 outputs per row. */
+static void maxpool_2x2_matches_reference_on_ties(void **state) {
+  (void)state;
+  const float values[] = {0.0f, -0.0f, 1.0f, 1.0f, -2.0f, -INFINITY, 3.5f, 1.0f};
+  const int64_t widths[] = {3, 5, 9, 15, 24};
+  for (int stride = 1; stride <= 2; stride++)
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+      for (int with_nan = 0; with_nan < 2; with_nan++) {
+        dl_tensor x = {0}, y = {0};
+        assert_int_equal(dl_tensor_f32(&x, 4, 2, 3, 6, widths[wi], "x"), DL_OK);
+        dl_stream s = dl_stream_make(7 + wi, "test/pool", NULL, 0);
+        for (int64_t i = 0; i < x.numel; i++)
+          dl_f32(&x)[i] = values[dl_stream_below(&s, (uint64_t)i, 8)];
+        if (with_nan) dl_f32(&x)[x.numel / 2 + 1] = NAN;
+        dl_layer l;
+        dl_layer_desc d = pool_desc(2, stride, 0);
+        assert_int_equal(dl_layer_init(&l, &d, "", 0, 1), DL_OK);
+        dl_ctx ctx = gc_ctx();
+        assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
+        float *want = test_malloc((size_t)y.numel * sizeof *want);
+        int32_t *want_at = test_malloc((size_t)y.numel * sizeof *want_at);
+        reference_maxpool(&x, 2, stride, want, want_at);
+        assert_memory_equal(want, dl_f32(&y), (size_t)y.numel * sizeof *want);
+        assert_memory_equal(want_at, dl_i32(&l.saved[0]), (size_t)y.numel * sizeof *want_at);
+        test_free(want);
+        test_free(want_at);
+        dl_tensor_free(&x);
+        dl_tensor_free(&y);
+        dl_layer_destroy(&l);
+      }
+}
+
 static void maxpool_errors(void **state) {
   (void)state;
   dl_layer l;
@@ -261,6 +321,7 @@ int main(void) {
       cmocka_unit_test(maxpool_gradients_match_finite_differences),
       cmocka_unit_test(maxpool_ties_padding_and_nan),
       cmocka_unit_test(maxpool_overlapping_windows_accumulate),
+      cmocka_unit_test(maxpool_2x2_matches_reference_on_ties),
       cmocka_unit_test(maxpool_errors),
       cmocka_unit_test(pooling_outputs_round_under_autocast),
       cmocka_unit_test(globalavgpool_mean_and_gradients),

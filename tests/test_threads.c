@@ -249,6 +249,9 @@ static void shutdown_then_restart(void **state) {
  * start its own (two chunks in flight at once), not count on the parent's. */
 static void fork_child_gets_a_fresh_pool(void **state) {
   (void)state;
+#if defined(__SANITIZE_THREAD__)
+  skip(); /* ThreadSanitizer cannot start threads in a forked child */
+#endif
   assert_int_equal(dl_set_num_threads(2), DL_OK);
   record *r = new_record(8, 1);
   r->sleep_ms = 5;

@@ -8,6 +8,7 @@
 
 #include "fmath.h"
 #include "half.h"
+#include "mem.h"
 #include "threads.h"
 
 #include <stdio.h>
@@ -57,23 +58,60 @@ static float tanh_f(float x) { return dl_tanhf(x); }
 /* From the output: 1 - tanh^2, like tanh_backward(dy, y). */
 static float tanh_grad(float dy, float y) { return dy * (1.0f - y * y); }
 
-/* ---- elementwise jobs ---- */
+/* ---- elementwise jobs: one tight loop per kind ---- */
+
+typedef enum act_kind { ACT_RELU, ACT_GELU_ERF, ACT_GELU_TANH, ACT_TANH } act_kind;
 
 typedef struct act_job {
-  float (*f)(float);
-  float (*grad)(float dy, float saved); /* saved: x or y, as the kind needs */
-  const float *in, *dy;
+  act_kind kind;
+  const float *in; /* forward: x; backward: x or y, as the kind needs */
+  const float *dy;
   float *out;
 } act_job;
 
+/* Blocks of a fixed length: -O2 vectorizes them whole (ReLU's select and
+ * mask), where a loop of unknown length would stay scalar. */
+enum { ACT_BLOCK = 16 };
+
+static void relu_loop(const float *restrict x, float *restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + ACT_BLOCK <= n; i += ACT_BLOCK)
+    for (int t = 0; t < ACT_BLOCK; t++) y[i + t] = relu_f(x[i + t]);
+  for (; i < n; i++) y[i] = relu_f(x[i]);
+}
+
+static void relu_grad_loop(const float *restrict dy, const float *restrict y,
+                           float *restrict dx, int64_t n) {
+  int64_t i = 0;
+  for (; i + ACT_BLOCK <= n; i += ACT_BLOCK)
+    for (int t = 0; t < ACT_BLOCK; t++) dx[i + t] = relu_grad(dy[i + t], y[i + t]);
+  for (; i < n; i++) dx[i] = relu_grad(dy[i], y[i]);
+}
+
 static void act_forward_range(void *p, int64_t begin, int64_t end) {
   const act_job *j = p;
-  for (int64_t i = begin; i < end; i++) j->out[i] = j->f(j->in[i]);
+  const float *restrict x = j->in + begin;
+  float *restrict y = j->out + begin;
+  const int64_t n = end - begin;
+  switch (j->kind) {
+  case ACT_RELU: relu_loop(x, y, n); break;
+  case ACT_GELU_ERF: for (int64_t i = 0; i < n; i++) y[i] = gelu_erf_f(x[i]); break;
+  case ACT_GELU_TANH: for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_f(x[i]); break;
+  case ACT_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanh_f(x[i]); break;
+  }
 }
 
 static void act_backward_range(void *p, int64_t begin, int64_t end) {
   const act_job *j = p;
-  for (int64_t i = begin; i < end; i++) j->out[i] = j->grad(j->dy[i], j->in[i]);
+  const float *restrict s = j->in + begin, *restrict dy = j->dy + begin;
+  float *restrict dx = j->out + begin;
+  const int64_t n = end - begin;
+  switch (j->kind) {
+  case ACT_RELU: relu_grad_loop(dy, s, dx, n); break;
+  case ACT_GELU_ERF: for (int64_t i = 0; i < n; i++) dx[i] = gelu_erf_grad(dy[i], s[i]); break;
+  case ACT_GELU_TANH: for (int64_t i = 0; i < n; i++) dx[i] = gelu_tanh_grad(dy[i], s[i]); break;
+  case ACT_TANH: for (int64_t i = 0; i < n; i++) dx[i] = tanh_grad(dy[i], s[i]); break;
+  }
 }
 
 /* "layer 3 (gelu)", or "gelu layer" standing alone: as layer.c names layers. */
@@ -98,12 +136,12 @@ static dl_status act_check(const dl_layer *l, const dl_tensor *t, const char *wh
 }
 
 static dl_status act_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                             dl_tensor *y, float (*f)(float)) {
+                             dl_tensor *y, act_kind kind) {
   char name[128];
   DL_TRY(act_check(l, x, "input"));
-  dl_status s = dl_tensor_alloc(y, DL_F32, x->ndim, x->shape, "activation output");
+  dl_status s = dl_tensor_alloc_uninit(y, DL_F32, x->ndim, x->shape, "activation output");
   if (s != DL_OK) return dl_fail_context(s, "%s: ", act_label(l, name, sizeof name));
-  act_job job = {.f = f, .in = dl_f32(x), .out = dl_f32(y)};
+  act_job job = {.kind = kind, .in = dl_f32(x), .out = dl_f32(y)};
   dl_parallel_for(x->numel, ACT_GRAIN, act_forward_range, &job);
   dl_round_inplace(dl_f32(y), y->numel, (int)ctx->autocast);
   return DL_OK;
@@ -111,7 +149,7 @@ static dl_status act_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
 
 /* `saved` is the forward input or output, whichever grad() takes. */
 static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tensor *dy,
-                              dl_tensor *dx, float (*grad)(float, float)) {
+                              dl_tensor *dx, act_kind kind) {
   char name[128];
   DL_TRY(act_check(l, saved, "saved activation"));
   DL_TRY(act_check(l, dy, "output gradient"));
@@ -119,9 +157,10 @@ static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tens
     return dl_fail(DL_ERR_INVALID, "%s: output gradient and activation differ in shape",
                    act_label(l, name, sizeof name));
   if (!dx) return DL_OK;
-  dl_status s = dl_tensor_alloc(dx, DL_F32, dy->ndim, dy->shape, "activation input gradient");
+  dl_status s =
+      dl_tensor_alloc_uninit(dx, DL_F32, dy->ndim, dy->shape, "activation input gradient");
   if (s != DL_OK) return dl_fail_context(s, "%s: ", act_label(l, name, sizeof name));
-  act_job job = {.grad = grad, .in = dl_f32(saved), .dy = dl_f32(dy), .out = dl_f32(dx)};
+  act_job job = {.kind = kind, .in = dl_f32(saved), .dy = dl_f32(dy), .out = dl_f32(dx)};
   dl_parallel_for(dy->numel, ACT_GRAIN, act_backward_range, &job);
   return DL_OK;
 }
@@ -130,35 +169,35 @@ static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tens
 
 static dl_status relu_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                               dl_tensor *y) {
-  return act_forward(l, ctx, x, y, relu_f);
+  return act_forward(l, ctx, x, y, ACT_RELU);
 }
 static dl_status relu_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                                const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
   (void)ctx;
   (void)x;
-  return act_backward(l, y, dy, dx, relu_grad);
+  return act_backward(l, y, dy, dx, ACT_RELU);
 }
 
 static dl_status gelu_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                               dl_tensor *y) {
-  return act_forward(l, ctx, x, y, l->desc.gelu_tanh ? gelu_tanh_f : gelu_erf_f);
+  return act_forward(l, ctx, x, y, l->desc.gelu_tanh ? ACT_GELU_TANH : ACT_GELU_ERF);
 }
 static dl_status gelu_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                                const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
   (void)ctx;
   (void)y;
-  return act_backward(l, x, dy, dx, l->desc.gelu_tanh ? gelu_tanh_grad : gelu_erf_grad);
+  return act_backward(l, x, dy, dx, l->desc.gelu_tanh ? ACT_GELU_TANH : ACT_GELU_ERF);
 }
 
 static dl_status tanh_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                               dl_tensor *y) {
-  return act_forward(l, ctx, x, y, tanh_f);
+  return act_forward(l, ctx, x, y, ACT_TANH);
 }
 static dl_status tanh_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                                const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
   (void)ctx;
   (void)x;
-  return act_backward(l, y, dy, dx, tanh_grad);
+  return act_backward(l, y, dy, dx, ACT_TANH);
 }
 
 const dl_layer_ops dl_relu_ops = {relu_forward, relu_backward};

@@ -170,7 +170,7 @@ static dl_status bn_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   dl_tensor mean = {0}, rstd = {0};
   dl_status s = dl_tensor_f32(&mean, 1, d.c, 0, 0, 0, "batchnorm saved mean");
   if (s == DL_OK) s = dl_tensor_f32(&rstd, 1, d.c, 0, 0, 0, "batchnorm saved rstd");
-  if (s == DL_OK) s = dl_tensor_alloc(y, DL_F32, x->ndim, x->shape, "batchnorm output");
+  if (s == DL_OK) s = dl_tensor_alloc_uninit(y, DL_F32, x->ndim, x->shape, "batchnorm output");
   if (s != DL_OK) {
     dl_tensor_free(&mean);
     dl_tensor_free(&rstd);
@@ -265,7 +265,8 @@ static dl_status bn_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
     if (!grads) return dl_fail_context(DL_ERR_NOMEM, "%s: ", bn_label(l, name, sizeof name));
   }
   if (dx) {
-    dl_status s = dl_tensor_alloc(dx, DL_F32, x->ndim, x->shape, "batchnorm input gradient");
+    dl_status s =
+        dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "batchnorm input gradient");
     if (s != DL_OK) {
       dl_mem_free(grads);
       return dl_fail_context(s, "%s: ", bn_label(l, name, sizeof name));

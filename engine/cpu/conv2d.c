@@ -1,19 +1,28 @@
 /* Conv2d, NCHW, square kernel, stride, zero padding, as im2col + dl_sgemm.
  *
- * Per sample n: col_n [C*k*k, Ho*Wo] holds the input patches, and
- * y_n [O, Ho*Wo] = W [O, C*k*k] @ col_n (+ b). The batch is cut into one
- * slice of samples per thread, each with its own small col buffer (it
- * stays in cache; no batch-sized buffer), and every sample's im2col, GEMM
- * and col2im run on the thread owning it. dW sums over samples in sample
- * order (GEMMs with beta = 1 one sample after another), which is bitwise
- * one GEMM over the whole batch's columns, whatever the thread count.
- * dx = col2im(W^T @ dy_n) adds patches in a fixed order.
+ * Per sample n, col_n [R, P] holds the input patches (R = C*k*k patch rows,
+ * P = Ho*Wo pixels), and
+ *   forward  y_n [O, P] = W [O, R] @ col_n, the accumulator starting at b
+ *   dx       dx_n = col2im(W^T @ dy_n), patch rows added in order
+ *   dW       dW^T [R, O] = sum over n, in order, of col_n @ dy_n^T
+ * Each dW element is one sum over samples then pixels, as one GEMM over the
+ * whole batch's columns would make it (the products are the same fmaf
+ * either side of the transpose). dW^T rather than dW: R (144 = 16*9, 9*8)
+ * and O fill the GEMM's 8-row panels and 32-wide columns better.
+ *
+ * Threads: forward and dx cut the batch into a few slices of samples per
+ * thread, each with its own col buffer (it stays in cache); dW cuts the
+ * patch rows into one part per thread, each part running through every
+ * sample in order and im2col-ing only its rows. Whatever the cut, every
+ * element is summed in the same order: bitwise the same for any thread
+ * count.
  *
  * AMP emulation: x (through col), W and b are rounded to half, and so are
  * y, dy, dx, dW and db, as for Linear. */
 #include "kinds.h"
 
 #include "gemm.h"
+#include "gemm_internal.h"
 #include "half.h"
 #include "mem.h"
 #include "philox.h"
@@ -45,7 +54,11 @@ typedef struct conv_geom {
   int64_t k, stride, pad;
   int64_t rows;  /* C*k*k: rows of col, columns of W */
   int64_t pixels; /* Ho*Wo: columns of col */
+  bool masked;    /* same-size patch rows with AVX-512 masks (below) */
 } conv_geom;
+
+static bool same_size(const conv_geom *g);
+static bool masked_rows_available(const conv_geom *g);
 
 static dl_status conv_geometry(const dl_layer *l, const dl_tensor *x, conv_geom *g) {
   const dl_layer_desc *d = &l->desc;
@@ -68,59 +81,246 @@ static dl_status conv_geometry(const dl_layer *l, const dl_tensor *x, conv_geom 
   g->ow = (g->w + 2 * g->pad - g->k) / g->stride + 1;
   g->rows = g->c * g->k * g->k;
   g->pixels = g->oh * g->ow;
+  g->masked = same_size(g) && masked_rows_available(g);
   return DL_OK;
 }
 
-/* The range of output columns ow whose input column ow*stride - pad + kj
- * lies inside [0, W). */
-static void valid_cols(const conv_geom *g, int64_t kj, int64_t *lo, int64_t *hi) {
-  int64_t off = kj - g->pad;
-  *lo = off >= 0 ? 0 : (-off + g->stride - 1) / g->stride;
-  *hi = off >= g->w ? 0 : (g->w - 1 - off) / g->stride + 1;
-  if (*hi > g->ow) *hi = g->ow;
-  if (*lo > *hi) *lo = *hi;
+/* ---- im2col and col2im, one patch row at a time ---- */
+
+/* Patch row r reads channel c at offset (ki - pad, kj - pad) from each
+ * output pixel (times the stride). */
+typedef struct patch_row {
+  int64_t c, dh, dw;
+  int64_t lo, hi;     /* output columns ow whose input column is inside [0, W) */
+  int64_t top, bottom; /* the same for output rows oh, stride 1 only */
+} patch_row;
+
+static patch_row patch_row_of(const conv_geom *g, int64_t r) {
+  patch_row p = {.c = r / (g->k * g->k), .dh = r / g->k % g->k - g->pad,
+                 .dw = r % g->k - g->pad};
+  p.lo = p.dw >= 0 ? 0 : (-p.dw + g->stride - 1) / g->stride;
+  p.hi = p.dw >= g->w ? 0 : (g->w - 1 - p.dw) / g->stride + 1;
+  if (p.hi > g->ow) p.hi = g->ow;
+  if (p.lo > p.hi) p.lo = p.hi;
+  p.top = p.dh < 0 ? -p.dh : 0;
+  p.bottom = p.dh > 0 ? g->h - p.dh : g->h;
+  if (p.bottom > g->oh) p.bottom = g->oh;
+  if (p.top > p.bottom) p.top = p.bottom;
+  return p;
 }
 
-static void im2col(const conv_geom *g, const float *x, float *col) {
-  for (int64_t r = 0; r < g->rows; r++) {
-    const int64_t c = r / (g->k * g->k), ki = r / g->k % g->k, kj = r % g->k;
-    int64_t lo, hi;
-    valid_cols(g, kj, &lo, &hi);
-    for (int64_t oh = 0; oh < g->oh; oh++) {
-      float *dst = col + r * g->pixels + oh * g->ow;
-      const int64_t ih = oh * g->stride - g->pad + ki;
-      if (ih < 0 || ih >= g->h) {
-        memset(dst, 0, (size_t)g->ow * sizeof *dst);
-        continue;
-      }
-      const float *src = x + (c * g->h + ih) * g->w;
-      const int64_t off = kj - g->pad;
-      for (int64_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
-      if (g->stride == 1)
-        memcpy(dst + lo, src + off + lo, (size_t)(hi - lo) * sizeof *dst);
-      else
-        for (int64_t ow = lo; ow < hi; ow++) dst[ow] = src[off + ow * g->stride];
-      for (int64_t ow = hi; ow < g->ow; ow++) dst[ow] = 0.0f;
-    }
+/* Stride 1 with output size = input size ("same" padding): a patch row is
+ * the channel plane shifted by dh*W + dw, so it is copied (or added) as
+ * one run from its first to its last valid pixel. The run also covers the
+ * invalid columns of the rows in between, which then take in pixels of the
+ * neighbouring row: im2col zeroes them afterwards, col2im beforehand. */
+static bool same_size(const conv_geom *g) {
+  return g->stride == 1 && g->ow == g->w && g->oh == g->h;
+}
+
+/* The run [first, last) of valid pixels of p in the output plane. */
+static void same_size_run(const conv_geom *g, const patch_row *p, int64_t *first,
+                          int64_t *last) {
+  *first = p->top * g->w + p->lo;
+  *last = p->top < p->bottom && p->lo < p->hi ? (p->bottom - 1) * g->w + p->hi : *first;
+}
+
+static void zero_invalid_columns(const conv_geom *g, const patch_row *p, float *row) {
+  for (int64_t oh = p->top; oh < p->bottom; oh++) {
+    for (int64_t ow = 0; ow < p->lo; ow++) row[oh * g->w + ow] = 0.0f;
+    for (int64_t ow = p->hi; ow < g->w; ow++) row[oh * g->w + ow] = 0.0f;
   }
 }
 
-/* dx_n += every patch column of dcol, rows then pixels in order. */
-static void col2im(const conv_geom *g, const float *dcol, float *dx) {
-  for (int64_t r = 0; r < g->rows; r++) {
-    const int64_t c = r / (g->k * g->k), ki = r / g->k % g->k, kj = r % g->k;
-    int64_t lo, hi;
-    valid_cols(g, kj, &lo, &hi);
-    for (int64_t oh = 0; oh < g->oh; oh++) {
-      const int64_t ih = oh * g->stride - g->pad + ki;
-      if (ih < 0 || ih >= g->h) continue;
-      const float *src = dcol + r * g->pixels + oh * g->ow;
-      float *dst = dx + (c * g->h + ih) * g->w;
-      const int64_t off = kj - g->pad;
-      for (int64_t ow = lo; ow < hi; ow++) dst[off + ow * g->stride] += src[ow];
-    }
+/* Short runs (an output row, often < 32 floats) in fixed blocks of eight
+ * and four, which -O2 vectorizes where a plain loop stays scalar (or
+ * becomes a memmove call that costs more than the copy). */
+enum { ROW_BLOCK = 8 };
+
+static inline void copy_run(float *restrict dst, const float *restrict src, int64_t n) {
+  int64_t i = 0;
+  for (; i + ROW_BLOCK <= n; i += ROW_BLOCK) memcpy(dst + i, src + i, sizeof(float[ROW_BLOCK]));
+  for (; i + ROW_BLOCK / 2 <= n; i += ROW_BLOCK / 2)
+    memcpy(dst + i, src + i, sizeof(float[ROW_BLOCK / 2]));
+  for (; i < n; i++) dst[i] = src[i];
+}
+
+static inline void add_run(float *restrict dst, const float *restrict src, int64_t n) {
+  int64_t i = 0;
+  for (; i + ROW_BLOCK <= n; i += ROW_BLOCK)
+    for (int t = 0; t < ROW_BLOCK; t++) dst[i + t] += src[i + t];
+  for (; i + ROW_BLOCK / 2 <= n; i += ROW_BLOCK / 2)
+    for (int t = 0; t < ROW_BLOCK / 2; t++) dst[i + t] += src[i + t];
+  for (; i < n; i++) dst[i] += src[i];
+}
+
+/* ---- same-size patch rows, 16 pixels at a time under AVX-512 masks ----
+ *
+ * A lane is valid when its pixel's row is in [top, bottom) and its column
+ * in [lo, hi): im2col loads it from the shifted plane (zero elsewhere),
+ * col2im adds it there. Masked-off lanes are never read or written, so
+ * the shift may point outside the plane. The same values in the same
+ * order as the scalar runs: im2col copies, and col2im adds each valid
+ * pixel once per patch row, rows in order (and no padding zeros at all).
+ * Chosen with dl_sgemm's ISA, so that tests forcing the portable GEMM
+ * also run the scalar runs. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define DL_AVX512 __attribute__((target("avx512f")))
+
+/* Longer rows copy faster as one memcpy run (conv1 of a 28x28 image). */
+enum { MASKED_MAX_PIXELS = 256 };
+
+static bool masked_rows_available(const conv_geom *g) {
+  return g->pixels <= MASKED_MAX_PIXELS && strcmp(dl_gemm_isa_name(), "avx512") == 0;
+}
+
+/* The pixel index and output column of lanes i .. i+15. */
+typedef struct pixel_lanes {
+  __m512i idx, ow;
+} pixel_lanes;
+
+static inline __mmask16 lanes_inside(int64_t left) {
+  return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+}
+
+/* Pixels 0 .. 15, their columns taken mod W by subtraction (no division:
+ * this runs once per patch row). */
+DL_AVX512 static inline pixel_lanes lanes_start(__m512i w) {
+  const __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i ow = idx;
+  for (__mmask16 over; (over = _mm512_cmpge_epi32_mask(ow, w)) != 0;)
+    ow = _mm512_mask_sub_epi32(ow, over, ow, w);
+  return (pixel_lanes){idx, ow};
+}
+
+/* Advances 16 pixels: columns move on by 16 mod W, wrapping once. */
+DL_AVX512 static inline void lanes_next(pixel_lanes *l, __m512i step, __m512i w) {
+  l->idx = _mm512_add_epi32(l->idx, _mm512_set1_epi32(16));
+  l->ow = _mm512_add_epi32(l->ow, step);
+  l->ow = _mm512_mask_sub_epi32(l->ow, _mm512_cmpge_epi32_mask(l->ow, w), l->ow, w);
+}
+
+DL_AVX512 static inline __mmask16 lanes_valid(const pixel_lanes *l, const conv_geom *g,
+                                              const patch_row *p, int64_t i) {
+  return lanes_inside(g->pixels - i) &
+         _mm512_cmpge_epi32_mask(l->ow, _mm512_set1_epi32((int32_t)p->lo)) &
+         _mm512_cmplt_epi32_mask(l->ow, _mm512_set1_epi32((int32_t)p->hi)) &
+         _mm512_cmpge_epi32_mask(l->idx, _mm512_set1_epi32((int32_t)(p->top * g->w))) &
+         _mm512_cmplt_epi32_mask(l->idx, _mm512_set1_epi32((int32_t)(p->bottom * g->w)));
+}
+
+/* plane + i + shift as an address: the lanes read are inside the plane,
+ * the pointer to the first lane need not be. */
+static inline uintptr_t shifted(const float *plane, int64_t i, const patch_row *p,
+                                const conv_geom *g) {
+  return (uintptr_t)plane + (uintptr_t)((i + p->dh * g->w + p->dw) * (int64_t)sizeof(float));
+}
+
+DL_AVX512 static void im2col_row_masked(const conv_geom *g, const patch_row *p,
+                                        const float *plane, float *dst) {
+  const __m512i step = _mm512_set1_epi32((int32_t)(16 % g->w));
+  const __m512i w = _mm512_set1_epi32((int32_t)g->w);
+  pixel_lanes l = lanes_start(w);
+  for (int64_t i = 0; i < g->pixels; i += 16, lanes_next(&l, step, w)) {
+    const __m512 v = _mm512_maskz_loadu_ps(lanes_valid(&l, g, p, i),
+                                           (const void *)shifted(plane, i, p, g));
+    _mm512_mask_storeu_ps(dst + i, lanes_inside(g->pixels - i), v);
   }
 }
+
+DL_AVX512 static void col2im_row_masked(const conv_geom *g, const patch_row *p,
+                                        const float *row, float *plane) {
+  const __m512i step = _mm512_set1_epi32((int32_t)(16 % g->w));
+  const __m512i w = _mm512_set1_epi32((int32_t)g->w);
+  pixel_lanes l = lanes_start(w);
+  for (int64_t i = 0; i < g->pixels; i += 16, lanes_next(&l, step, w)) {
+    const __mmask16 valid = lanes_valid(&l, g, p, i);
+    void *at = (void *)shifted(plane, i, p, g);
+    const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(valid, at),
+                                     _mm512_maskz_loadu_ps(valid, row + i));
+    _mm512_mask_storeu_ps(at, valid, sum);
+  }
+}
+#else
+static bool masked_rows_available(const conv_geom *g) {
+  (void)g;
+  return false;
+}
+static void im2col_row_masked(const conv_geom *g, const patch_row *p, const float *plane,
+                              float *dst) {
+  (void)g, (void)p, (void)plane, (void)dst;
+}
+static void col2im_row_masked(const conv_geom *g, const patch_row *p, const float *row,
+                              float *plane) {
+  (void)g, (void)p, (void)row, (void)plane;
+}
+#endif
+
+/* dst [P] := patch row r of sample x. */
+static void im2col_row(const conv_geom *g, const float *restrict x, int64_t r,
+                       float *restrict dst) {
+  const patch_row p = patch_row_of(g, r);
+  const float *plane = x + p.c * g->h * g->w;
+  if (g->masked) {
+    im2col_row_masked(g, &p, plane, dst);
+    return;
+  }
+  if (same_size(g)) {
+    int64_t first, last;
+    same_size_run(g, &p, &first, &last);
+    memset(dst, 0, (size_t)first * sizeof *dst);
+    memcpy(dst + first, plane + first + p.dh * g->w + p.dw, (size_t)(last - first) * sizeof *dst);
+    memset(dst + last, 0, (size_t)(g->pixels - last) * sizeof *dst);
+    zero_invalid_columns(g, &p, dst);
+    return;
+  }
+  for (int64_t oh = 0; oh < g->oh; oh++, dst += g->ow) {
+    const int64_t ih = oh * g->stride + p.dh;
+    if (ih < 0 || ih >= g->h) {
+      memset(dst, 0, (size_t)g->ow * sizeof *dst);
+      continue;
+    }
+    const float *src = plane + ih * g->w + p.dw;
+    for (int64_t ow = 0; ow < p.lo; ow++) dst[ow] = 0.0f;
+    if (g->stride == 1)
+      copy_run(dst + p.lo, src + p.lo, p.hi - p.lo);
+    else
+      for (int64_t ow = p.lo; ow < p.hi; ow++) dst[ow] = src[ow * g->stride];
+    for (int64_t ow = p.hi; ow < g->ow; ow++) dst[ow] = 0.0f;
+  }
+}
+
+/* dx_n += patch row r of dcol, pixels in order. Clobbers the row's invalid
+ * columns (same size): adding their zeros leaves dx bitwise unchanged, as
+ * dx, a sum begun at +0, is never -0. */
+static void col2im_row(const conv_geom *g, float *restrict row, int64_t r, float *restrict dx) {
+  const patch_row p = patch_row_of(g, r);
+  float *plane = dx + p.c * g->h * g->w;
+  if (g->masked) {
+    col2im_row_masked(g, &p, row, plane);
+    return;
+  }
+  if (same_size(g)) {
+    int64_t first, last;
+    same_size_run(g, &p, &first, &last);
+    zero_invalid_columns(g, &p, row);
+    add_run(plane + first + p.dh * g->w + p.dw, row + first, last - first);
+    return;
+  }
+  for (int64_t oh = 0; oh < g->oh; oh++, row += g->ow) {
+    const int64_t ih = oh * g->stride + p.dh;
+    if (ih < 0 || ih >= g->h) continue;
+    float *dst = plane + ih * g->w + p.dw;
+    if (g->stride == 1)
+      add_run(dst + p.lo, row + p.lo, p.hi - p.lo);
+    else
+      for (int64_t ow = p.lo; ow < p.hi; ow++) dst[ow * g->stride] += row[ow];
+  }
+}
+
+/* ---- the jobs ---- */
 
 typedef struct conv_job {
   const conv_geom *g;
@@ -133,6 +333,8 @@ typedef struct conv_job {
   float *y;        /* forward output */
   const float *dy; /* backward: possibly half-rounded output gradient */
   float *dx;
+  float *gwt;      /* dW^T [rows, O] */
+  int64_t nparts;  /* dW: parts of the patch rows */
 } conv_job;
 
 /* A 1x1 convolution without stride or padding reads x directly. */
@@ -141,13 +343,15 @@ static bool col_is_input(const conv_job *j) {
   return g->k == 1 && g->stride == 1 && g->pad == 0 && !j->half;
 }
 
-/* col_n in buf (or x_n itself), rounded to half under autocast. */
-static const float *sample_col(const conv_job *j, int64_t n, float *buf) {
+/* Patch rows [r0, r1) of col_n in buf (or x_n itself), rounded to half
+ * under autocast. */
+static const float *sample_rows(const conv_job *j, int64_t n, int64_t r0, int64_t r1,
+                                float *buf) {
   const conv_geom *g = j->g;
   const float *x = j->x + n * g->c * g->h * g->w;
-  if (col_is_input(j)) return x;
-  im2col(g, x, buf);
-  dl_round_inplace(buf, g->rows * g->pixels, j->half);
+  if (col_is_input(j)) return x + r0 * g->pixels;
+  for (int64_t r = r0; r < r1; r++) im2col_row(g, x, r, buf + (r - r0) * g->pixels);
+  dl_round_inplace(buf, (r1 - r0) * g->pixels, j->half);
   return buf;
 }
 
@@ -164,7 +368,7 @@ static void conv_forward_slots(void *ctx, int64_t first, int64_t last) {
     int64_t begin, end;
     slot_range(j, slot, &begin, &end);
     for (int64_t n = begin; n < end; n++) {
-      const float *col = sample_col(j, n, buf);
+      const float *col = sample_rows(j, n, 0, g->rows, buf);
       float *y = j->y + n * g->o * g->pixels;
       /* The accumulator starts at the bias, as in Linear. */
       for (int64_t o = 0; j->b && o < g->o; o++)
@@ -193,8 +397,37 @@ static void conv_dx_slots(void *ctx, int64_t first, int64_t last) {
       }
       dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows, dy, g->pixels, 0.0f,
                dcol, g->pixels);
-      col2im(g, dcol, dx);
+      memset(dx, 0, (size_t)(g->c * g->h * g->w) * sizeof *dx);
+      for (int64_t r = 0; r < g->rows; r++) col2im_row(g, dcol + r * g->pixels, r, dx);
       dl_round_inplace(dx, g->c * g->h * g->w, j->half);
+    }
+  }
+}
+
+/* Part `part` of the patch rows, in whole GEMM panels of eight rows. */
+enum { PART_ROWS = 8 };
+
+static void part_rows(const conv_job *j, int64_t part, int64_t *r0, int64_t *r1) {
+  const int64_t units = (j->g->rows + PART_ROWS - 1) / PART_ROWS;
+  *r0 = part * units / j->nparts * PART_ROWS;
+  *r1 = (part + 1) * units / j->nparts * PART_ROWS;
+  if (*r1 > j->g->rows) *r1 = j->g->rows;
+}
+
+/* dW^T[r0:r1] = col_n[r0:r1] @ dy_n^T for n in order (the first GEMM
+ * overwrites, the others add). */
+static void conv_dw_parts(void *ctx, int64_t first, int64_t last) {
+  const conv_job *j = ctx;
+  const conv_geom *g = j->g;
+  for (int64_t part = first; part < last; part++) {
+    float *buf = j->bufs + part * g->rows * g->pixels;
+    int64_t r0, r1;
+    part_rows(j, part, &r0, &r1);
+    for (int64_t n = 0; n < g->n && r0 < r1; n++) {
+      const float *col = sample_rows(j, n, r0, r1, buf);
+      dl_sgemm(false, true, r1 - r0, g->o, g->pixels, col, g->pixels,
+               j->dy + n * g->o * g->pixels, g->pixels, n > 0 ? 1.0f : 0.0f,
+               j->gwt + r0 * g->o, g->o);
     }
   }
 }
@@ -227,10 +460,18 @@ static dl_status job_prepare(dl_layer *l, const dl_ctx *ctx, const conv_geom *g,
   j->g = g;
   j->half = (int)ctx->autocast;
   j->x = dl_f32(x);
-  j->nslots = dl_get_num_threads();
+  /* A few slices per thread, so that one slowed by a busy core does not
+   * hold the others up (as threads.c splits its ranges); dW parts, which
+   * each repeat the packing of dy, one per thread. */
+  const int threads = dl_get_num_threads();
+  j->nslots = threads == 1 ? 1 : 4 * (int64_t)threads;
   if (j->nslots > g->n) j->nslots = g->n;
   if (j->nslots < 1) j->nslots = 1;
-  DL_TRY(dl_tensor_f32(&s->bufs, 3, j->nslots, g->rows, g->pixels, 0, "conv2d im2col"));
+  const int64_t units = (g->rows + PART_ROWS - 1) / PART_ROWS;
+  j->nparts = threads < units ? threads : units;
+  if (j->nparts > j->nslots) j->nparts = j->nslots;
+  const int64_t shape[3] = {j->nslots, g->rows, g->pixels};
+  DL_TRY(dl_tensor_alloc_uninit(&s->bufs, DL_F32, 3, shape, "conv2d im2col"));
   j->bufs = dl_f32(&s->bufs);
   DL_TRY(amp_operand(j->half, &l->params[0].value, &s->w, &j->w));
   if (l->desc.bias) DL_TRY(amp_operand(j->half, &l->params[1].value, &s->b, &j->b));
@@ -241,7 +482,8 @@ static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
                               dl_tensor *y) {
   conv_geom g;
   DL_TRY(conv_geometry(l, x, &g));
-  DL_TRY(dl_tensor_f32(y, 4, g.n, g.o, g.oh, g.ow, "conv2d output"));
+  const int64_t shape[4] = {g.n, g.o, g.oh, g.ow};
+  DL_TRY(dl_tensor_alloc_uninit(y, DL_F32, 4, shape, "conv2d output"));
   conv_job j;
   conv_scratch s = {{0}, {0}, {0}};
   dl_status st = job_prepare(l, ctx, &g, x, &j, &s);
@@ -255,15 +497,18 @@ static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
   return st;
 }
 
-/* dW += dy_n @ col_n^T for n in order (the first GEMM overwrites). */
-static void weight_grad(const conv_job *j, float *gw) {
+/* gw [O, rows] := dW^T transposed. */
+static dl_status weight_grad(conv_job *j, float *gw) {
   const conv_geom *g = j->g;
-  for (int64_t n = 0; n < g->n; n++) {
-    const float *col = sample_col(j, n, j->bufs);
-    dl_sgemm(false, true, g->o, g->rows, g->pixels, j->dy + n * g->o * g->pixels, g->pixels,
-             col, g->pixels, n > 0 ? 1.0f : 0.0f, gw, g->rows);
-  }
-  if (g->n == 0) memset(gw, 0, (size_t)(g->o * g->rows) * sizeof *gw);
+  dl_tensor gwt = {0};
+  DL_TRY(dl_tensor_f32(&gwt, 2, g->rows, g->o, 0, 0, "conv2d weight gradient (transposed)"));
+  j->gwt = dl_f32(&gwt);
+  dl_parallel_for(j->nparts, 1, conv_dw_parts, j);
+  for (int64_t r = 0; r < g->rows; r++)
+    for (int64_t o = 0; o < g->o; o++) gw[o * g->rows + r] = j->gwt[r * g->o + o];
+  dl_tensor_free(&gwt);
+  j->gwt = NULL;
+  return DL_OK;
 }
 
 enum { BIAS_LANES = 8 };
@@ -292,24 +537,28 @@ static void bias_grad(const conv_job *j, float *gb) {
   }
 }
 
-static dl_status conv_param_grads(dl_layer *l, const conv_job *j) {
+static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
   for (int i = 0; i < l->nparams; i++) {
     dl_param *p = &l->params[i];
     if (!p->requires_grad) continue;
     dl_tensor scratch = {0};
     float *gp = dl_f32(&p->grad);
     if (p->has_grad) {
-      DL_TRY(dl_tensor_alloc(&scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
+      DL_TRY(dl_tensor_alloc_uninit(&scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
       gp = dl_f32(&scratch);
     }
+    dl_status st = DL_OK;
     if (i == 0)
-      weight_grad(j, gp);
+      st = weight_grad(j, gp);
     else
       bias_grad(j, gp);
-    dl_round_inplace(gp, p->grad.numel, j->half);
-    if (scratch.data) dl_param_accumulate(p, gp);
-    p->has_grad = true;
+    if (st == DL_OK) {
+      dl_round_inplace(gp, p->grad.numel, j->half);
+      if (scratch.data) dl_param_accumulate(p, gp);
+      p->has_grad = true;
+    }
     dl_tensor_free(&scratch);
+    DL_TRY(st);
   }
   return DL_OK;
 }
@@ -326,7 +575,8 @@ static dl_status conv_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   if (st == DL_OK) st = amp_operand(j.half, dy, &dyh, &j.dy);
   if (st == DL_OK) st = conv_param_grads(l, &j);
   if (st == DL_OK && dx) {
-    st = dl_tensor_alloc(dx, DL_F32, 4, x->shape, "conv2d input gradient");
+    /* Every sample's dx is zeroed (or overwritten) by its slot. */
+    st = dl_tensor_alloc_uninit(dx, DL_F32, 4, x->shape, "conv2d input gradient");
     if (st == DL_OK) {
       j.dx = dl_f32(dx);
       dl_parallel_for(j.nslots, 1, conv_dx_slots, &j);

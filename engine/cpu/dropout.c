@@ -80,16 +80,16 @@ static dl_status dropout_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
   char name[128];
   DL_TRY(dropout_check(l, x, "input"));
   dl_tensor_free(&l->saved[0]);
-  dl_status s = dl_tensor_alloc(y, DL_F32, x->ndim, x->shape, "dropout output");
+  dl_status s = dl_tensor_alloc_uninit(y, DL_F32, x->ndim, x->shape, "dropout output");
   if (s != DL_OK) return dl_fail_context(s, "%s: ", dropout_label(l, name, sizeof name));
   if (!dropout_active(l)) {
     memcpy(y->data, x->data, dl_tensor_bytes(x));
   } else {
     dl_tensor mask = {0};
     uint8_t *keep = NULL;
-    s = dl_tensor_alloc(&mask, DL_F32, x->ndim, x->shape, "dropout mask");
+    s = dl_tensor_alloc_uninit(&mask, DL_F32, x->ndim, x->shape, "dropout mask");
     if (s == DL_OK) {
-      keep = dl_mem_alloc((size_t)x->numel, "dropout keep bytes");
+      keep = dl_mem_alloc_uninit((size_t)x->numel, "dropout keep bytes");
       if (!keep) s = DL_ERR_NOMEM;
     }
     if (s != DL_OK) {
@@ -128,7 +128,8 @@ static dl_status dropout_backward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
                    "grad_enabled first",
                    dropout_label(l, name, sizeof name));
   if (!dx) return DL_OK;
-  dl_status s = dl_tensor_alloc(dx, DL_F32, x->ndim, x->shape, "dropout input gradient");
+  dl_status s =
+      dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "dropout input gradient");
   if (s != DL_OK) return dl_fail_context(s, "%s: ", dropout_label(l, name, sizeof name));
   const float *g = dl_f32(dy), *mask = active ? dl_f32(&l->saved[0]) : NULL;
   float *out = dl_f32(dx);

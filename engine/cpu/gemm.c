@@ -7,7 +7,9 @@
  * tile's slices of op(A) and op(B) are packed into panels (gemm_internal.h)
  * and the ISA's micro-kernel runs over each mr x nr sub-tile, reading C back
  * in after the first K block, so each element still sees one fused
- * multiply-add per k in increasing k, from beta*C or +0. */
+ * multiply-add per k in increasing k, from beta*C or +0. A product of few
+ * columns takes the ISA's narrow path instead, where it has one
+ * (gemm_internal.h): whole rows per thread, the same order per element. */
 #define _POSIX_C_SOURCE 200809L
 #include "cpu/gemm.h"
 
@@ -113,8 +115,9 @@ static void pack_b_portable(bool trans, const float *b, int64_t ldb, int64_t n,
 }
 
 const dl_gemm_isa *dl_gemm_isa_portable(void) {
-  static const dl_gemm_isa isa = {"portable", PORTABLE_MR, PORTABLE_NR, kernel_portable,
-                                  pack_a_portable, pack_b_portable};
+  static const dl_gemm_isa isa = {.name = "portable", .mr = PORTABLE_MR, .nr = PORTABLE_NR,
+                                  .kernel = kernel_portable, .pack_a = pack_a_portable,
+                                  .pack_b = pack_b_portable};
   return &isa;
 }
 
@@ -250,6 +253,48 @@ static void compute_tiles(void *ctx, int64_t begin, int64_t end) {
   free(buf);
 }
 
+/* ---- the narrow path (gemm_internal.h) ---- */
+
+enum { NARROW_GRAIN = 16 }; /* rows per chunk when threads share the rows */
+
+typedef struct narrow_job {
+  const gemm_job *g;
+  const float *b; /* op(B)[k][j] at b[k * b_k + j] */
+  int64_t b_k;
+} narrow_job;
+
+static void narrow_rows(void *ctx, int64_t begin, int64_t end) {
+  const narrow_job *nj = ctx;
+  const gemm_job *g = nj->g;
+  g->isa->narrow(end - begin, g->N, g->K, a_at(g, begin, 0), g->trans_a ? 1 : g->lda,
+                 g->trans_a ? g->lda : 1, nj->b, nj->b_k, g->beta, g->C + begin * g->ldc,
+                 g->ldc);
+}
+
+/* A transposed B is copied into one panel (malloc'd scratch, like the
+ * blocked path's); returns false, computing nothing, if it cannot be had. */
+static bool run_narrow(const gemm_job *g, int threads) {
+  narrow_job nj = {.g = g, .b = g->B, .b_k = g->ldb};
+  float *bt = NULL;
+  if (g->trans_b) {
+    const size_t bytes = ((size_t)g->K * (size_t)g->isa->narrow_nr * sizeof(float) + 63) / 64 * 64;
+    bt = aligned_alloc(64, bytes);
+    if (!bt) return false;
+    g->isa->narrow_pack_bt(g->B, g->ldb, g->N, g->K, bt);
+    nj.b = bt;
+    nj.b_k = g->isa->narrow_nr;
+  }
+  const double fmas = (double)g->M * (double)g->N * (double)g->K;
+  if (threads > 1 && fmas >= PARALLEL_MIN_FMAS)
+    dl_parallel_for(g->M, NARROW_GRAIN, narrow_rows, &nj);
+  else
+    narrow_rows(&nj, 0, g->M);
+  free(bt);
+  return true;
+}
+
+/* ---- the tile grid ---- */
+
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* The tile grid: tiles no larger than MC_MAX x NC_MAX, and, when the work
@@ -290,6 +335,7 @@ void dl_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                 .M = M, .N = N, .K = K, .A = A, .B = B, .lda = lda, .ldb = ldb,
                 .beta = beta, .C = C, .ldc = ldc, .kc = K < KC ? K : KC};
   int threads = dl_get_num_threads();
+  if (N <= g.isa->narrow_nr && run_narrow(&g, threads)) return;
   choose_tiles(&g, threads);
   int64_t tiles = g.tiles_m * g.tiles_n;
   if (tiles == 1)

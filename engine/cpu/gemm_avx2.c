@@ -54,7 +54,8 @@ static void pack_b_avx2(bool trans, const float *b, int64_t ldb, int64_t n, int6
 }
 
 const dl_gemm_isa *dl_gemm_isa_avx2(void) {
-  static const dl_gemm_isa isa = {"avx2", MR, NR, kernel_6x16, pack_a_avx2, pack_b_avx2};
+  static const dl_gemm_isa isa = {.name = "avx2", .mr = MR, .nr = NR, .kernel = kernel_6x16,
+                                  .pack_a = pack_a_avx2, .pack_b = pack_b_avx2};
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &isa : 0;
 }

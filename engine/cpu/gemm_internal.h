@@ -5,7 +5,8 @@
  * ceil(m / mr) panels; panel p holds op(A)[p*mr + i][k] at p*mr*kc + k*mr + i,
  * rows past m zero. A block of op(B) (kc rows, n columns) is packed into
  * ceil(n / nr) panels; panel q holds op(B)[k][q*nr + j] at q*nr*kc + k*nr + j,
- * columns past n zero. Packed buffers are 64-byte aligned.
+ * columns past n zero. Panels are only float-aligned: kernels load them
+ * with unaligned loads.
  *
  * The kernel computes one mr x nr tile of C over kc: each accumulator starts
  * from C (load_c) or +0 and takes one fused multiply-add per k in increasing
@@ -25,12 +26,34 @@ typedef void (*dl_gemm_pack_b_fn)(bool trans, const float *b, int64_t ldb,
 typedef void (*dl_gemm_kernel_fn)(int64_t kc, const float *ap, const float *bp,
                                   float *c, int64_t ldc, bool load_c);
 
+/* Rows [0, m) of C (ldc) for a product with n <= narrow_nr columns: each
+ * element starts from beta * C (beta 0: +0; 1: C) and takes one fused
+ * multiply-add per k in increasing k, as the kernel does. op(A)[i][k] is
+ * a[i * a_row + k * a_k], read in place; op(B)[k][j] is b[k * b_k + j],
+ * columns past n ignored. */
+typedef void (*dl_gemm_narrow_fn)(int64_t m, int64_t n, int64_t k, const float *a,
+                                  int64_t a_row, int64_t a_k, const float *b, int64_t b_k,
+                                  float beta, float *c, int64_t ldc);
+
+/* B^T into one panel for the narrow path: B holds n rows of kc (ldb), and
+ * out[k * narrow_nr + j] = B[j][k], lanes past n zero. */
+typedef void (*dl_gemm_narrow_pack_fn)(const float *b, int64_t ldb, int64_t n, int64_t kc,
+                                       float *out);
+
 typedef struct dl_gemm_isa {
   const char *name;
   int mr, nr;
   dl_gemm_kernel_fn kernel;
   dl_gemm_pack_a_fn pack_a;
   dl_gemm_pack_b_fn pack_b;
+  /* Optional (narrow_nr 0: none). A product with few columns (a weight
+   * gradient of 9 patch rows by 16 channels, logits of 10 classes) would
+   * leave most of an nr-wide kernel idle and pay for packing op(A): this
+   * path runs it narrow_nr wide with op(A), and op(B) unless transposed,
+   * read in place. */
+  int narrow_nr;
+  dl_gemm_narrow_pack_fn narrow_pack_bt;
+  dl_gemm_narrow_fn narrow;
 } dl_gemm_isa;
 
 typedef enum dl_gemm_isa_id {

@@ -60,7 +60,7 @@ static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor 
   int64_t shape[DL_MAX_DIMS];
   memcpy(shape, x->shape, sizeof shape);
   shape[x->ndim - 1] = out;
-  DL_TRY(dl_tensor_alloc(y, DL_F32, x->ndim, shape, "linear output"));
+  DL_TRY(dl_tensor_alloc_uninit(y, DL_F32, x->ndim, shape, "linear output"));
   dl_tensor xh = {0}, wh = {0};
   const float *xp, *wp;
   dl_status s = amp_operand(ctx, x, &xh, &xp);
@@ -93,7 +93,7 @@ static dl_status grad_target(dl_param *p, dl_tensor *scratch, float **out) {
     *out = dl_f32(&p->grad);
     return DL_OK;
   }
-  DL_TRY(dl_tensor_alloc(scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
+  DL_TRY(dl_tensor_alloc_uninit(scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
   *out = dl_f32(scratch);
   return DL_OK;
 }
@@ -143,7 +143,7 @@ static dl_status linear_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
   if (s == DL_OK) s = amp_operand(ctx, x, &xh, &xp);
   if (s == DL_OK) s = amp_operand(ctx, &l->params[0].value, &wh, &wp);
   if (s == DL_OK && dx) {
-    s = dl_tensor_alloc(dx, DL_F32, x->ndim, x->shape, "linear input gradient");
+    s = dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "linear input gradient");
     if (s == DL_OK) {
       dl_sgemm(false, false, rows, in, out, dyp, out, wp, in, 0.0f, dl_f32(dx), in);
       dl_round_inplace(dl_f32(dx), dx->numel, (int)ctx->autocast);
