@@ -11,7 +11,6 @@
 #ifndef DL_MEM_H
 #define DL_MEM_H
 
-
 #include <stddef.h>
 #include <stdint.h>
 

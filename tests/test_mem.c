@@ -11,6 +11,9 @@
 #include <cmocka.h>
 
 #include "mem.h"
+#include "tensor.h"
+
+#include <stdbool.h>
 
 static int trim_after(void **state) {
   (void)state;
