@@ -1,0 +1,401 @@
+/* Training throughput of the engine on the two fixture models, and its
+ * bitwise determinism across thread counts.
+ *
+ *   mlp  digits [N,1,8,8]: flatten, linear 64->128, relu, linear 128->128,
+ *        relu, linear 128->10
+ *   cnn  Fashion-MNIST [N,1,28,28]: conv 1->16 3x3 pad 1, relu, maxpool 2,
+ *        conv 16->32 3x3 pad 1, relu, maxpool 2, flatten, linear 1568->10
+ *
+ * Both train with batch 64 (shuffled epochs, last short batch dropped),
+ * cross-entropy and SGD momentum 0.9, as bench/torch_train.py does in
+ * PyTorch. Each (model, threads) config starts from the same initial
+ * parameters, runs warm-up steps, then timed steps, and prints steps/s and
+ * an FNV-1a digest of the final parameters. Every thread count runs the same
+ * number of steps, so their digests must be equal (determinism rule 2):
+ * exit status 1 if they are not.
+ *
+ *   bench_train [--model mlp|cnn|all] [--steps N] [--threads 1,2]
+ *               [--fixtures DIR] [--digest-only]
+ *
+ * Without --steps the first thread count of each model runs timed steps for
+ * about 2.5 s and the others repeat that count. --digest-only trains a fixed
+ * number of steps without warm-up (mlp 50, cnn 5, or --steps) and prints
+ * one "digest" line per config, for ci/determinism.sh.
+ *
+ * DL_GEMM_ISA=portable|avx2|avx512 in the environment makes dl_sgemm use
+ * that ISA's kernels (as in bench_gemm), so that one machine can check the
+ * bits of the others; exit status 3 if this CPU cannot run it. */
+#define _POSIX_C_SOURCE 200809L
+#include "data.h"
+#include "loss.h"
+#include "model.h"
+#include "optim.h"
+#include "sampler.h"
+#include "threads.h"
+#include "cpu/gemm_internal.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { BATCH = 64, MAX_LAYERS = 10, MAX_THREAD_CONFIGS = 8, WARMUP_STEPS = 20 };
+
+static const double TARGET_SECONDS = 2.5;
+static const uint64_t SEED = 0;
+static const float LR = 0.05f;
+
+typedef struct model_spec {
+  const char *name;
+  const char *fixture; /* file name under the fixtures folder */
+  int64_t digest_steps;
+  dl_layer_desc layers[MAX_LAYERS];
+  int nlayers;
+} model_spec;
+
+static dl_layer_desc linear(int64_t in, int64_t out) {
+  dl_layer_desc d = dl_layer_default(DL_LINEAR);
+  d.in = in;
+  d.out = out;
+  return d;
+}
+
+static dl_layer_desc conv3x3(int64_t in, int64_t out) {
+  dl_layer_desc d = dl_layer_default(DL_CONV2D);
+  d.in = in;
+  d.out = out;
+  d.kernel = 3;
+  d.padding = 1;
+  return d;
+}
+
+static dl_layer_desc maxpool2(void) {
+  dl_layer_desc d = dl_layer_default(DL_MAXPOOL2D);
+  d.kernel = 2;
+  return d;
+}
+
+static model_spec mlp_spec(void) {
+  model_spec s = {.name = "mlp", .fixture = "digits.h5", .digest_steps = 50};
+  const dl_layer_desc l[] = {dl_layer_default(DL_FLATTEN), linear(64, 128),
+                             dl_layer_default(DL_RELU),    linear(128, 128),
+                             dl_layer_default(DL_RELU),    linear(128, 10)};
+  s.nlayers = (int)(sizeof l / sizeof l[0]);
+  memcpy(s.layers, l, sizeof l);
+  return s;
+}
+
+static model_spec cnn_spec(void) {
+  model_spec s = {.name = "cnn", .fixture = "fashion_mnist.h5", .digest_steps = 5};
+  const dl_layer_desc l[] = {conv3x3(1, 16),   dl_layer_default(DL_RELU),
+                             maxpool2(),       conv3x3(16, 32),
+                             dl_layer_default(DL_RELU), maxpool2(),
+                             dl_layer_default(DL_FLATTEN), linear(32 * 7 * 7, 10)};
+  s.nlayers = (int)(sizeof l / sizeof l[0]);
+  memcpy(s.layers, l, sizeof l);
+  return s;
+}
+
+/* ---- training ------------------------------------------------------------ */
+
+typedef struct trainer {
+  dl_model *model;
+  dl_optim *optim;
+  const dl_dataset *ds;
+  dl_batch batch;
+  int64_t *order; /* this epoch's permutation */
+  int64_t pos;    /* next unread position in order */
+  int64_t epoch;
+  int64_t step;
+  float loss;     /* of the last step */
+} trainer;
+
+static void trainer_free(trainer *t) {
+  dl_optim_destroy(t->optim);
+  dl_model_destroy(t->model);
+  dl_batch_free(&t->batch);
+  free(t->order);
+  memset(t, 0, sizeof *t);
+}
+
+static dl_status trainer_init(trainer *t, const model_spec *spec, const dl_dataset *ds) {
+  memset(t, 0, sizeof *t);
+  if (ds->n < BATCH)
+    return dl_fail(DL_ERR_INVALID, "%s: %lld samples, fewer than one batch of %d", ds->name,
+                   (long long)ds->n, BATCH);
+  t->ds = ds;
+  t->order = malloc((size_t)ds->n * sizeof *t->order);
+  if (!t->order) return dl_fail(DL_ERR_NOMEM, "out of memory for the %s epoch order", spec->name);
+  t->pos = ds->n; /* the first step starts epoch 0 */
+  t->epoch = -1;
+  dl_status s = dl_batch_alloc(&t->batch, ds, BATCH);
+  if (s == DL_OK) s = dl_model_create(&t->model, spec->layers, spec->nlayers, SEED);
+  if (s == DL_OK) {
+    dl_optim_desc od = dl_optim_default(DL_OPTIM_SGD);
+    od.momentum = 0.9;
+    dl_param *params[2 * MAX_LAYERS]; /* weight and bias at most per layer */
+    int n = dl_model_num_params(t->model);
+    for (int i = 0; i < n; i++) params[i] = dl_model_param(t->model, i);
+    s = dl_optim_create(&t->optim, &od, params, n);
+  }
+  if (s != DL_OK) trainer_free(t);
+  return s;
+}
+
+static dl_status next_batch(trainer *t) {
+  if (t->pos + BATCH > t->ds->n) {
+    t->epoch++;
+    dl_permutation(t->ds->n, SEED, t->epoch, t->order);
+    t->pos = 0;
+  }
+  DL_TRY(dl_dataset_gather(t->ds, t->order + t->pos, BATCH, &t->batch));
+  t->pos += BATCH;
+  return DL_OK;
+}
+
+/* zero_grad, forward, cross-entropy, backward, SGD step: PyTorch's loop. */
+static dl_status train_step(trainer *t) {
+  DL_TRY(next_batch(t));
+  dl_ctx ctx = {.grad_enabled = true, .seed = SEED, .step = t->step,
+                .sample_ids = t->batch.ids};
+  dl_model_zero_grad(t->model);
+  const dl_tensor *logits;
+  DL_TRY(dl_model_forward(t->model, &ctx, &t->batch.x, &logits));
+  dl_ce_desc ce = dl_ce_default();
+  dl_tensor dlogits = {0};
+  dl_status s = dl_cross_entropy(&ce, logits, &t->batch.y, &t->loss, NULL, &dlogits);
+  if (s == DL_OK) s = dl_model_backward(t->model, &ctx, &dlogits);
+  dl_tensor_free(&dlogits);
+  dl_model_release(t->model);
+  if (s == DL_OK) s = dl_optim_step(t->optim, LR);
+  t->step++;
+  return s;
+}
+
+/* FNV-1a over the bytes of every parameter in state-dict order. */
+static uint64_t param_digest(dl_model *m) {
+  uint64_t h = 14695981039346656037ull;
+  for (int i = 0; i < dl_model_num_params(m); i++) {
+    const dl_tensor *v = &dl_model_param(m, i)->value;
+    const unsigned char *p = v->data;
+    for (size_t k = 0; k < dl_tensor_bytes(v); k++) h = (h ^ p[k]) * 1099511628211ull;
+  }
+  return h;
+}
+
+/* ---- one config ---------------------------------------------------------- */
+
+typedef struct run_result {
+  int threads;
+  int64_t steps;  /* timed steps */
+  double seconds; /* wall-clock time of the timed steps */
+  double cpu_seconds; /* CPU time of the process (all threads) during them */
+  float loss;
+  uint64_t digest;
+} run_result;
+
+static double clock_s(clockid_t which) {
+  struct timespec ts;
+  clock_gettime(which, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Trains `warmup` steps, then `steps` timed steps; steps == 0 means "for
+ * TARGET_SECONDS" and stores the count reached in r->steps. */
+static dl_status run_config(const model_spec *spec, const dl_dataset *ds, int threads,
+                            int64_t warmup, int64_t steps, run_result *r) {
+  DL_TRY(dl_set_num_threads(threads));
+  trainer t;
+  DL_TRY(trainer_init(&t, spec, ds));
+  dl_status s = DL_OK;
+  for (int64_t i = 0; s == DL_OK && i < warmup; i++) s = train_step(&t);
+  double t0 = clock_s(CLOCK_MONOTONIC), cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+  double elapsed = 0;
+  int64_t done = 0;
+  while (s == DL_OK && (steps > 0 ? done < steps : elapsed < TARGET_SECONDS)) {
+    s = train_step(&t);
+    done++;
+    elapsed = clock_s(CLOCK_MONOTONIC) - t0;
+  }
+  *r = (run_result){.threads = threads, .steps = done, .seconds = elapsed,
+                    .cpu_seconds = clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0,
+                    .loss = t.loss, .digest = param_digest(t.model)};
+  trainer_free(&t);
+  if (s != DL_OK) dl_fail_context(s, "%s, %d threads: ", spec->name, threads);
+  return s;
+}
+
+/* ---- command line -------------------------------------------------------- */
+
+typedef struct options {
+  bool mlp, cnn, digest_only;
+  int64_t steps; /* 0: automatic */
+  int threads[MAX_THREAD_CONFIGS];
+  int nthreads;
+  char fixtures[1024];
+} options;
+
+static const char USAGE[] = "usage: bench_train [--model mlp|cnn|all] [--steps N] [--threads 1,2]\n"
+                            "                   [--fixtures DIR] [--digest-only]\n";
+
+static int usage(const char *msg) {
+  fprintf(stderr, "bench_train: %s\n%s", msg, USAGE);
+  return 2;
+}
+
+static bool parse_threads(const char *text, options *o) {
+  o->nthreads = 0;
+  const char *p = text;
+  while (*p) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 1 || v > 256 || o->nthreads == MAX_THREAD_CONFIGS) return false;
+    o->threads[o->nthreads++] = (int)v;
+    if (*end == ',') end++;
+    else if (*end) return false;
+    p = end;
+  }
+  return o->nthreads > 0;
+}
+
+/* The fixtures folder next to this source file, as the build saw it. */
+static void default_fixtures(char *out, size_t len) {
+  const char *self = __FILE__, *cut = strstr(self, "bench/bench_train.c");
+  if (cut) snprintf(out, len, "%.*sfixtures", (int)(cut - self), self);
+  else snprintf(out, len, "fixtures");
+}
+
+/* 0: go on; -1: --help was answered; 2: bad usage (reported). */
+static int parse_options(int argc, char **argv, options *o) {
+  *o = (options){.mlp = true, .cnn = true, .threads = {1, 2}, .nthreads = 2};
+  default_fixtures(o->fixtures, sizeof o->fixtures);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--digest-only")) {
+      o->digest_only = true;
+      continue;
+    }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(USAGE, stdout);
+      return -1;
+    }
+    if (!v) {
+      fprintf(stderr, "bench_train: %s needs a value\n%s", a, USAGE);
+      return 2;
+    }
+    i++;
+    if (!strcmp(a, "--model")) {
+      o->mlp = !strcmp(v, "mlp") || !strcmp(v, "all");
+      o->cnn = !strcmp(v, "cnn") || !strcmp(v, "all");
+      if (!o->mlp && !o->cnn) return usage("--model takes mlp, cnn or all");
+    } else if (!strcmp(a, "--steps")) {
+      char *end;
+      o->steps = strtoll(v, &end, 10);
+      if (*end || o->steps < 1) return usage("--steps takes a positive integer");
+    } else if (!strcmp(a, "--threads")) {
+      if (!parse_threads(v, o)) return usage("--threads takes a list like 1,2 (1..256, at most 8)");
+    } else if (!strcmp(a, "--fixtures")) {
+      if (snprintf(o->fixtures, sizeof o->fixtures, "%s", v) >= (int)sizeof o->fixtures)
+        return usage("--fixtures path is too long");
+    } else {
+      fprintf(stderr, "bench_train: unknown option %s\n%s", a, USAGE);
+      return 2;
+    }
+  }
+  return 0;
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static void print_result(const model_spec *spec, const run_result *r, bool digest_only) {
+  if (digest_only) {
+    printf("digest %s isa=%s threads=%d steps=%lld %016llx\n", spec->name,
+           dl_gemm_isa_name(), r->threads, (long long)r->steps,
+           (unsigned long long)r->digest);
+    return;
+  }
+  printf("%-5s %7d %7lld %9.3f %10.1f %12.3f %9.4f  %016llx\n", spec->name, r->threads,
+         (long long)r->steps, r->seconds, (double)r->steps / r->seconds,
+         1e3 * r->cpu_seconds / (double)r->steps, (double)r->loss,
+         (unsigned long long)r->digest);
+  fflush(stdout);
+}
+
+/* All configs of one model; returns 0, 1 (digests differ) or 3 (a failure). */
+static int bench_model(const model_spec *spec, const options *o) {
+  char path[1100];
+  snprintf(path, sizeof path, "%s/%s", o->fixtures, spec->fixture);
+  dl_dataset ds = {0};
+  if (dl_dataset_load_h5(&ds, path, "train") != DL_OK) {
+    fprintf(stderr, "bench_train: %s (pass --fixtures DIR)\n", dl_last_error());
+    return 3;
+  }
+  int64_t warmup = o->digest_only ? 0 : WARMUP_STEPS;
+  int64_t steps = o->steps ? o->steps : o->digest_only ? spec->digest_steps : 0;
+  run_result first = {0};
+  int rc = 0;
+  for (int i = 0; i < o->nthreads && rc == 0; i++) {
+    run_result r;
+    if (run_config(spec, &ds, o->threads[i], warmup, steps, &r) != DL_OK) {
+      fprintf(stderr, "bench_train: %s\n", dl_last_error());
+      rc = 3;
+      break;
+    }
+    print_result(spec, &r, o->digest_only);
+    if (i == 0) {
+      first = r;
+      steps = r.steps; /* the other thread counts repeat the same steps */
+    } else if (r.digest != first.digest) {
+      fprintf(stderr,
+              "bench_train: %s: parameters after %lld steps differ between %d and %d "
+              "threads (digest %016llx vs %016llx): the engine is not bitwise "
+              "deterministic across thread counts\n",
+              spec->name, (long long)(warmup + steps), first.threads, r.threads,
+              (unsigned long long)first.digest, (unsigned long long)r.digest);
+      rc = 1;
+    }
+  }
+  dl_dataset_free(&ds);
+  return rc;
+}
+
+/* DL_GEMM_ISA from the environment; false if unknown or not runnable here. */
+static bool force_gemm_isa(void) {
+  const char *isa = getenv("DL_GEMM_ISA");
+  if (!isa || !*isa) return true;
+  dl_gemm_isa_id id = !strcmp(isa, "portable") ? DL_GEMM_PORTABLE
+                      : !strcmp(isa, "avx2")   ? DL_GEMM_AVX2
+                      : !strcmp(isa, "avx512") ? DL_GEMM_AVX512
+                                               : DL_GEMM_AUTO;
+  if (id != DL_GEMM_AUTO && dl_gemm_force_isa(id)) return true;
+  fprintf(stderr,
+          "bench_train: DL_GEMM_ISA=%s: unknown (portable, avx2, avx512) or this CPU "
+          "cannot run it\n",
+          isa);
+  return false;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  int rc = parse_options(argc, argv, &o);
+  if (rc) return rc < 0 ? 0 : rc;
+  if (!force_gemm_isa()) return 3;
+  if (!o.digest_only) {
+    printf("# bench_train: engine training throughput, batch %d, SGD momentum 0.9, lr %g,"
+           " %d warm-up steps, GEMM %s\n",
+           BATCH, (double)LR, WARMUP_STEPS, dl_gemm_isa_name());
+    printf("%-5s %7s %7s %9s %10s %12s %9s  %s\n", "model", "threads", "steps", "seconds",
+           "steps/s", "cpu_ms/step", "loss", "digest(fnv1a)");
+  }
+  model_spec specs[2] = {mlp_spec(), cnn_spec()};
+  bool wanted[2] = {o.mlp, o.cnn};
+  int worst = 0;
+  for (int i = 0; i < 2; i++) {
+    if (!wanted[i]) continue;
+    int r = bench_model(&specs[i], &o);
+    if (r > worst) worst = r;
+  }
+  dl_threads_shutdown();
+  return worst ? 1 : 0;
+}
