@@ -264,7 +264,7 @@ static dl_status nccl_allreduce(dl_comm *c, float *buf, int64_t n) {
   nccl_state *m = c->impl;
   DL_TRY(begin(c, "allreduce"));
   size_t bytes = (size_t)n * sizeof(float);
-  void *d;
+  void *d = NULL;
   DL_TRY(device_view(c, buf, bytes, true, &d, "allreduce"));
   if (c->mode == DL_REDUCE_NATIVE)
     NCCL_TRY(c, "allreduce", ncclAllReduce(d, d, (size_t)n, ncclFloat, ncclSum, m->comm,
@@ -279,7 +279,7 @@ static dl_status nccl_allreduce(dl_comm *c, float *buf, int64_t n) {
 static dl_status nccl_broadcast(dl_comm *c, void *buf, size_t bytes, int root) {
   nccl_state *m = c->impl;
   DL_TRY(begin(c, "broadcast"));
-  void *d;
+  void *d = NULL;
   DL_TRY(device_view(c, buf, bytes, c->rank == root, &d, "broadcast"));
   NCCL_TRY(c, "broadcast", ncclBroadcast(d, d, bytes, ncclUint8, root, m->comm, m->stream));
   return copy_out(c, buf, d, bytes, "broadcast");
