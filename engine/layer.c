@@ -76,6 +76,10 @@ static const char *layer_label(const char *prefix, dl_layer_kind kind, char *buf
   return buf;
 }
 
+const char *dl_layer_label(const dl_layer *l, char *buf, size_t len) {
+  return layer_label(l->prefix, l->desc.kind, buf, len);
+}
+
 static dl_status need_positive(const char *label, const char *field, int64_t v) {
   if (v > 0) return DL_OK;
   return dl_fail(DL_ERR_INVALID, "%s: %s must be > 0, got %lld", label, field,

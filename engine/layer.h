@@ -125,6 +125,9 @@ struct dl_layer {
 dl_status dl_layer_init(dl_layer *l, const dl_layer_desc *d, const char *prefix,
                         uint64_t rng_id, uint64_t seed);
 void dl_layer_release(dl_layer *l); /* frees `saved` (and the body's) */
+/* "layer 3 (linear)" or "layer 2.body.0 (conv2d)"; "linear layer" for a
+ * layer standing alone (empty prefix): how messages name a layer. */
+const char *dl_layer_label(const dl_layer *l, char *buf, size_t len);
 void dl_layer_destroy(dl_layer *l);
 
 /* Accumulate a parameter gradient per the rule above: grad = g or grad += g. */

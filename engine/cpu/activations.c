@@ -114,23 +114,11 @@ static void act_backward_range(void *p, int64_t begin, int64_t end) {
   }
 }
 
-/* "layer 3 (gelu)", or "gelu layer" standing alone: as layer.c names layers. */
-static const char *act_label(const dl_layer *l, char *buf, size_t len) {
-  const char *kind = dl_layer_kind_name(l->desc.kind);
-  size_t n = strlen(l->prefix);
-  if (n && l->prefix[n - 1] == '.') n--;
-  if (n)
-    snprintf(buf, len, "layer %.*s (%s)", (int)n, l->prefix, kind);
-  else
-    snprintf(buf, len, "%s layer", kind);
-  return buf;
-}
-
 static dl_status act_check(const dl_layer *l, const dl_tensor *t, const char *what) {
   char name[128], shape[96];
   if (t->dtype != DL_F32)
     return dl_fail(DL_ERR_INVALID, "%s: %s is %s; expected float32",
-                   act_label(l, name, sizeof name), what,
+                   dl_layer_label(l, name, sizeof name), what,
                    dl_tensor_describe(t, shape, sizeof shape));
   return DL_OK;
 }
@@ -140,7 +128,7 @@ static dl_status act_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   char name[128];
   DL_TRY(act_check(l, x, "input"));
   dl_status s = dl_tensor_alloc_uninit(y, DL_F32, x->ndim, x->shape, "activation output");
-  if (s != DL_OK) return dl_fail_context(s, "%s: ", act_label(l, name, sizeof name));
+  if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   act_job job = {.kind = kind, .in = dl_f32(x), .out = dl_f32(y)};
   dl_parallel_for(x->numel, ACT_GRAIN, act_forward_range, &job);
   dl_round_inplace(dl_f32(y), y->numel, (int)ctx->autocast);
@@ -155,11 +143,11 @@ static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tens
   DL_TRY(act_check(l, dy, "output gradient"));
   if (!dl_tensor_same_shape(saved, dy))
     return dl_fail(DL_ERR_INVALID, "%s: output gradient and activation differ in shape",
-                   act_label(l, name, sizeof name));
+                   dl_layer_label(l, name, sizeof name));
   if (!dx) return DL_OK;
   dl_status s =
       dl_tensor_alloc_uninit(dx, DL_F32, dy->ndim, dy->shape, "activation input gradient");
-  if (s != DL_OK) return dl_fail_context(s, "%s: ", act_label(l, name, sizeof name));
+  if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   act_job job = {.kind = kind, .in = dl_f32(saved), .dy = dl_f32(dy), .out = dl_f32(dx)};
   dl_parallel_for(dy->numel, ACT_GRAIN, act_backward_range, &job);
   return DL_OK;

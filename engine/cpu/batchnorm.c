@@ -20,18 +20,6 @@ typedef struct bn_dims {
   int64_t n, c, s;
 } bn_dims;
 
-/* "layer 3 (batchnorm2d)", or "batchnorm2d layer" standing alone: as layer.c names layers. */
-static const char *bn_label(const dl_layer *l, char *buf, size_t len) {
-  const char *kind = dl_layer_kind_name(l->desc.kind);
-  size_t n = strlen(l->prefix);
-  if (n && l->prefix[n - 1] == '.') n--;
-  if (n)
-    snprintf(buf, len, "layer %.*s (%s)", (int)n, l->prefix, kind);
-  else
-    snprintf(buf, len, "%s layer", kind);
-  return buf;
-}
-
 static dl_status bn_dims_of(const dl_layer *l, const dl_tensor *x, const char *what,
                             bn_dims *d) {
   char name[128], shape[96];
@@ -39,7 +27,7 @@ static dl_status bn_dims_of(const dl_layer *l, const dl_tensor *x, const char *w
   bool rank_ok = is2d ? x->ndim == 4 : (x->ndim == 2 || x->ndim == 3);
   if (x->dtype != DL_F32 || !rank_ok || x->shape[1] != l->desc.out)
     return dl_fail(DL_ERR_INVALID, "%s: %s is %s; expected float32 %s with C = %lld",
-                   bn_label(l, name, sizeof name), what,
+                   dl_layer_label(l, name, sizeof name), what,
                    dl_tensor_describe(x, shape, sizeof shape),
                    is2d ? "[N, C, H, W]" : "[N, C] or [N, C, L]", (long long)l->desc.out);
   d->n = x->shape[0];
@@ -67,7 +55,7 @@ dl_status dl_batchnorm_init(dl_layer *l, uint64_t seed) {
   int64_t c = l->desc.out;
   if (c < 1)
     return dl_fail(DL_ERR_INVALID, "%s: num_features is %lld; it must be at least 1",
-                   bn_label(l, name, sizeof name), (long long)c);
+                   dl_layer_label(l, name, sizeof name), (long long)c);
   if (l->desc.affine) {
     DL_TRY(dl_layer_add_param(l, "weight", 1, &c));
     DL_TRY(dl_layer_add_param(l, "bias", 1, &c));
@@ -164,7 +152,7 @@ static dl_status bn_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
     return dl_fail(DL_ERR_INVALID,
                    "%s: Expected more than 1 value per channel when training, got input "
                    "size %s; use a batch of at least 2 or put the layer in eval mode",
-                   bn_label(l, name, sizeof name), dl_tensor_describe(x, shape, sizeof shape));
+                   dl_layer_label(l, name, sizeof name), dl_tensor_describe(x, shape, sizeof shape));
   dl_tensor_free(&l->saved[0]);
   dl_tensor_free(&l->saved[1]);
   dl_tensor mean = {0}, rstd = {0};
@@ -174,7 +162,7 @@ static dl_status bn_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   if (s != DL_OK) {
     dl_tensor_free(&mean);
     dl_tensor_free(&rstd);
-    return dl_fail_context(s, "%s: ", bn_label(l, name, sizeof name));
+    return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   }
   bool track = l->desc.track_running_stats;
   bn_fwd_job job = {
@@ -251,25 +239,25 @@ static dl_status bn_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   DL_TRY(bn_dims_of(l, dy, "output gradient", &dd));
   if (!dl_tensor_same_shape(x, dy))
     return dl_fail(DL_ERR_INVALID, "%s: output gradient and input differ in shape",
-                   bn_label(l, name, sizeof name));
+                   dl_layer_label(l, name, sizeof name));
   if (dl_tensor_empty(&l->saved[0]) || l->saved[0].numel != d.c)
     return dl_fail(DL_ERR_INVALID,
                    "%s: backward without a grad-mode forward; run forward with "
                    "grad_enabled first",
-                   bn_label(l, name, sizeof name));
+                   dl_layer_label(l, name, sizeof name));
   bool want_w = l->desc.affine && l->params[0].requires_grad;
   bool want_b = l->desc.affine && l->params[1].requires_grad;
   float *grads = NULL;
   if (want_w || want_b) {
     grads = dl_mem_alloc(2 * (size_t)d.c * sizeof(float), "batchnorm weight/bias gradients");
-    if (!grads) return dl_fail_context(DL_ERR_NOMEM, "%s: ", bn_label(l, name, sizeof name));
+    if (!grads) return dl_fail_context(DL_ERR_NOMEM, "%s: ", dl_layer_label(l, name, sizeof name));
   }
   if (dx) {
     dl_status s =
         dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "batchnorm input gradient");
     if (s != DL_OK) {
       dl_mem_free(grads);
-      return dl_fail_context(s, "%s: ", bn_label(l, name, sizeof name));
+      return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
     }
   }
   bn_bwd_job job = {.d = d, .x = dl_f32(x), .dy = dl_f32(dy), .w = bn_weight(l),

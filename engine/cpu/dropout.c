@@ -16,28 +16,16 @@
 #include <stdio.h>
 #include <string.h>
 
-/* "layer 3 (dropout)", or "dropout layer" standing alone: as layer.c names layers. */
-static const char *dropout_label(const dl_layer *l, char *buf, size_t len) {
-  const char *kind = dl_layer_kind_name(l->desc.kind);
-  size_t n = strlen(l->prefix);
-  if (n && l->prefix[n - 1] == '.') n--;
-  if (n)
-    snprintf(buf, len, "layer %.*s (%s)", (int)n, l->prefix, kind);
-  else
-    snprintf(buf, len, "%s layer", kind);
-  return buf;
-}
-
 static dl_status dropout_check(const dl_layer *l, const dl_tensor *x, const char *what) {
   char name[128], shape[96];
   float p = l->desc.p;
   if (!(p >= 0.0f && p <= 1.0f))
     return dl_fail(DL_ERR_INVALID,
                    "%s: dropout probability has to be between 0 and 1, but got %g",
-                   dropout_label(l, name, sizeof name), (double)p);
+                   dl_layer_label(l, name, sizeof name), (double)p);
   if (x->dtype != DL_F32 || x->ndim < 1)
     return dl_fail(DL_ERR_INVALID, "%s: %s is %s; expected float32 [N, ...]",
-                   dropout_label(l, name, sizeof name), what,
+                   dl_layer_label(l, name, sizeof name), what,
                    dl_tensor_describe(x, shape, sizeof shape));
   return DL_OK;
 }
@@ -81,7 +69,7 @@ static dl_status dropout_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
   DL_TRY(dropout_check(l, x, "input"));
   dl_tensor_free(&l->saved[0]);
   dl_status s = dl_tensor_alloc_uninit(y, DL_F32, x->ndim, x->shape, "dropout output");
-  if (s != DL_OK) return dl_fail_context(s, "%s: ", dropout_label(l, name, sizeof name));
+  if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   if (!dropout_active(l)) {
     memcpy(y->data, x->data, dl_tensor_bytes(x));
   } else {
@@ -95,7 +83,7 @@ static dl_status dropout_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
     if (s != DL_OK) {
       dl_tensor_free(&mask);
       dl_tensor_free(y);
-      return dl_fail_context(s, "%s: ", dropout_label(l, name, sizeof name));
+      return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
     }
     int64_t rows = x->shape[0];
     dropout_job job = {.l = l, .ctx = ctx, .features = rows ? x->numel / rows : 0,
@@ -120,17 +108,17 @@ static dl_status dropout_backward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
   DL_TRY(dropout_check(l, x, "input"));
   if (dy->dtype != DL_F32 || !dl_tensor_same_shape(x, dy))
     return dl_fail(DL_ERR_INVALID, "%s: output gradient and input differ in shape or dtype",
-                   dropout_label(l, name, sizeof name));
+                   dl_layer_label(l, name, sizeof name));
   bool active = dropout_active(l);
   if (active && (dl_tensor_empty(&l->saved[0]) || l->saved[0].numel != x->numel))
     return dl_fail(DL_ERR_INVALID,
                    "%s: backward without a grad-mode forward; run forward with "
                    "grad_enabled first",
-                   dropout_label(l, name, sizeof name));
+                   dl_layer_label(l, name, sizeof name));
   if (!dx) return DL_OK;
   dl_status s =
       dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "dropout input gradient");
-  if (s != DL_OK) return dl_fail_context(s, "%s: ", dropout_label(l, name, sizeof name));
+  if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   const float *g = dl_f32(dy), *mask = active ? dl_f32(&l->saved[0]) : NULL;
   float *out = dl_f32(dx);
   for (int64_t i = 0; i < x->numel; i++) out[i] = mask ? g[i] * mask[i] : g[i];

@@ -13,25 +13,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* "layer 3 (layernorm)", or "layernorm layer" standing alone: as layer.c names layers. */
-static const char *ln_label(const dl_layer *l, char *buf, size_t len) {
-  const char *kind = dl_layer_kind_name(l->desc.kind);
-  size_t n = strlen(l->prefix);
-  if (n && l->prefix[n - 1] == '.') n--;
-  if (n)
-    snprintf(buf, len, "layer %.*s (%s)", (int)n, l->prefix, kind);
-  else
-    snprintf(buf, len, "%s layer", kind);
-  return buf;
-}
-
 /* Rows of the input viewed as [rows, D]. */
 static dl_status ln_rows_of(const dl_layer *l, const dl_tensor *x, const char *what,
                             int64_t *rows) {
   char name[128], shape[96];
   if (x->dtype != DL_F32 || x->ndim < 1 || x->shape[x->ndim - 1] != l->desc.out)
     return dl_fail(DL_ERR_INVALID, "%s: %s is %s; expected float32 [..., %lld]",
-                   ln_label(l, name, sizeof name), what,
+                   dl_layer_label(l, name, sizeof name), what,
                    dl_tensor_describe(x, shape, sizeof shape), (long long)l->desc.out);
   *rows = x->numel / l->desc.out;
   return DL_OK;
@@ -43,7 +31,7 @@ dl_status dl_layernorm_init(dl_layer *l, uint64_t seed) {
   int64_t dim = l->desc.out;
   if (dim < 1)
     return dl_fail(DL_ERR_INVALID, "%s: normalized size is %lld; it must be at least 1",
-                   ln_label(l, name, sizeof name), (long long)dim);
+                   dl_layer_label(l, name, sizeof name), (long long)dim);
   if (!l->desc.affine) return DL_OK;
   DL_TRY(dl_layer_add_param(l, "weight", 1, &dim));
   DL_TRY(dl_layer_add_param(l, "bias", 1, &dim));
@@ -99,7 +87,7 @@ static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   if (s != DL_OK) {
     dl_tensor_free(&mean);
     dl_tensor_free(&rstd);
-    return dl_fail_context(s, "%s: ", ln_label(l, name, sizeof name));
+    return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   }
   bool affine = l->desc.affine;
   ln_fwd_job job = {.dim = l->desc.out, .x = dl_f32(x),
@@ -178,25 +166,25 @@ static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   DL_TRY(ln_rows_of(l, dy, "output gradient", &dy_rows));
   if (!dl_tensor_same_shape(x, dy))
     return dl_fail(DL_ERR_INVALID, "%s: output gradient and input differ in shape",
-                   ln_label(l, name, sizeof name));
+                   dl_layer_label(l, name, sizeof name));
   if (dl_tensor_empty(&l->saved[0]) || l->saved[0].numel != rows)
     return dl_fail(DL_ERR_INVALID,
                    "%s: backward without a grad-mode forward; run forward with "
                    "grad_enabled first",
-                   ln_label(l, name, sizeof name));
+                   dl_layer_label(l, name, sizeof name));
   const int64_t dim = l->desc.out;
   bool want_w = l->desc.affine && l->params[0].requires_grad;
   bool want_b = l->desc.affine && l->params[1].requires_grad;
   float *grads = NULL;
   if (want_w || want_b) {
     grads = dl_mem_alloc(2 * (size_t)dim * sizeof(float), "layernorm weight/bias gradients");
-    if (!grads) return dl_fail_context(DL_ERR_NOMEM, "%s: ", ln_label(l, name, sizeof name));
+    if (!grads) return dl_fail_context(DL_ERR_NOMEM, "%s: ", dl_layer_label(l, name, sizeof name));
   }
   if (dx) {
     dl_status s = dl_tensor_alloc(dx, DL_F32, x->ndim, x->shape, "layernorm input gradient");
     if (s != DL_OK) {
       dl_mem_free(grads);
-      return dl_fail_context(s, "%s: ", ln_label(l, name, sizeof name));
+      return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
     }
   }
   ln_bwd_job job = {.dim = dim, .rows = rows, .x = dl_f32(x), .dy = dl_f32(dy),
