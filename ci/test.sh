@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: warning-free release build and tests, ASan+UBSan
-# build and tests, coverage build with gcovr line coverage of engine/ and
-# checks/, and the cross-compiler bitwise check. Exits non-zero on any failure.
+# build and tests, the CLI under valgrind, coverage build with gcovr line
+# coverage of engine/ and checks/, and the cross-compiler bitwise check.
+# Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -17,6 +18,13 @@ step "ASan + UBSan build"
 cmake --preset asan >/dev/null
 cmake --build build/asan -j"$jobs"
 ctest --preset asan -j"$jobs"
+
+step "valgrind: the CLI end to end (memcheck, leaks)"
+# Valgrind hides AVX-512, so this also runs the AVX2 kernels; the CUDA
+# probe is skipped (dlopen of cuBLAS is slow and noisy under valgrind).
+DLCHECK_NO_CUDA_PROBE=1 valgrind --quiet --leak-check=full --error-exitcode=9 \
+  --suppressions=engine/cuda/valgrind.supp \
+  build/release/cli/dlcheck run --pitfalls scenarios/grad_accum scenarios/ckpt_roundtrip
 
 step "coverage build"
 cmake --preset coverage >/dev/null
