@@ -16,6 +16,11 @@ dl_status dlc_path(char *buf, size_t len, const char *fmt, ...) {
   return DL_OK;
 }
 
+dl_status dlc_path_under(char *buf, size_t len, const char *root, const char *path) {
+  if (path[0] == '/') return dlc_path(buf, len, "%s", path);
+  return dlc_path(buf, len, "%s/%s", root, path);
+}
+
 dl_status dlc_make_parent_dirs(const char *path) {
   char buf[4096];
   DL_TRY(dlc_path(buf, sizeof buf, "%s", path));

@@ -9,6 +9,8 @@
 /* printf into buf; DL_ERR_INVALID ("path too long: ...") if it does not fit. */
 dl_status dlc_path(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* buf := path if it is absolute, else root/path. */
+dl_status dlc_path_under(char *buf, size_t len, const char *root, const char *path);
 /* Creates every missing directory above the file `path` (mkdir -p of its
  * dirname). */
 dl_status dlc_make_parent_dirs(const char *path);

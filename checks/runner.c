@@ -4,6 +4,7 @@
 #include "runner_internal.h"
 
 #include "mem.h"
+#include "path.h"
 #include "threads.h"
 
 #include <pthread.h>
@@ -48,7 +49,7 @@ static dl_status load_data(dlc_run_shared *sh) {
   uint64_t seed = sh->cfg->seed;
   if (d->source == DLC_DATA_FIXTURE) {
     char path[2 * DLC_PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", sh->opt->root, d->path);
+    DL_TRY(dlc_path_under(path, sizeof path, sh->opt->root, d->path));
     DL_TRY(dl_dataset_load_h5(&sh->train, path, d->split));
     keep_rows(&sh->train, d->limit);
     if (d->eval_split[0]) {

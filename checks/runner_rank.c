@@ -1,6 +1,7 @@
 /* One rank's setup: model, optimizer, scaler, schedule, sampler, batches. */
 #include "runner_internal.h"
 
+#include "path.h"
 #include "state_dict.h"
 
 #include <stdio.h>
@@ -50,7 +51,7 @@ dl_status dlc_rank_build_model(dlc_rank *r, bool changed_architecture) {
   DL_TRY(dl_model_create(&r->model, descs, c->nlayers, c->seed));
   if (c->init_weights[0]) {
     char path[2 * DLC_PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", r->sh->opt->root, c->init_weights);
+    DL_TRY(dlc_path_under(path, sizeof path, r->sh->opt->root, c->init_weights));
     dl_status s = dl_model_load_state(r->model, path, "model", true, NULL);
     if (s) return dl_fail_context(s, "init_weights: ");
   }

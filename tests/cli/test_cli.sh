@@ -88,6 +88,35 @@ contains "names the step" "Bits first differ after step 3"
 contains "names the tensor" "param/1.weight differs"
 contains "names the loss step" "loss first differs at step 4"
 
+# A run that starts from a PyTorch state dict (exported with the script
+# users get) has exactly those weights before its first step.
+if /usr/bin/python3 -c "import torch, h5py" 2>/dev/null; then
+  mkdir -p "$WORK/fromtorch/small"
+  init="$WORK/init.h5"
+  /usr/bin/python3 - "$init" "$ROOT" <<'PY' >"$WORK/out" 2>&1 || bad "export a torch state dict" "$WORK/out"
+import sys
+import torch
+sys.path.insert(0, sys.argv[2] + "/fixtures/pytorch")
+from export_state_dict import export
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.ReLU(),
+                        torch.nn.Linear(16, 10))
+with torch.no_grad():
+    m[1].weight.fill_(0.125)
+export(m.state_dict(), sys.argv[1])
+PY
+  sed "s|^seed: 1|seed: 1\ninit_weights: $init|" \
+    "$WORK/small/scenario.yaml" >"$WORK/fromtorch/small/scenario.yaml"
+  expect 0 "run from a PyTorch state dict" "$DLCHECK" run --out "$WORK/fromtorch/out" \
+    --golden-dir "$WORK/none" "$WORK/fromtorch/small"
+  /usr/bin/python3 -c "
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1]) as f:
+    w = f['finals/init%2F1.weight'][()]
+sys.exit(0 if np.all(w == 0.125) else 1)" "$WORK/fromtorch/out/traces/small/pipeline/big.h5" \
+    && ok "the run started from the exported weights" || bad "the run started from the exported weights"
+fi
+
 # Bad input: exit 2, a clear message, nothing written.
 mkdir -p "$WORK/bad/broken"
 printf 'name: broken\ndescription: x\nmodel: [ {type: linear, in: 4\n' >"$WORK/bad/broken/scenario.yaml"
