@@ -2,6 +2,7 @@
 
 #include "h5util.h"
 
+#include "h5.h"
 #include "mem.h"
 
 #include <errno.h>
@@ -22,29 +23,9 @@ static const hsize_t MAX_ELEMENTS = (hsize_t)1 << 40;
 
 /* ---- error stack ---------------------------------------------------------- */
 
-dlc_h5_quiet dlc_h5_quiet_begin(void) {
-  dlc_h5_quiet q = {0};
-  H5Eget_auto2(H5E_DEFAULT, &q.fn, &q.data);
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-  return q;
-}
-
-void dlc_h5_quiet_end(dlc_h5_quiet q) { H5Eset_auto2(H5E_DEFAULT, q.fn, q.data); }
-
-static herr_t keep_innermost(unsigned n, const H5E_error2_t *e, void *user) {
-  if (n == 0 && e->desc) snprintf((char *)user, 160, "%s", e->desc);
-  return 0;
-}
-
-const char *dlc_h5_reason(char buf[160]) {
-  snprintf(buf, 160, "no detail from HDF5");
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost, buf);
-  return buf;
-}
-
 static dl_status fail_h5(dl_status s, const char *what, const char *where, const char *name) {
   char why[160];
-  return dl_fail(s, "%s/%s: %s (%s)", where, name, what, dlc_h5_reason(why));
+  return dl_fail(s, "%s/%s: %s (%s)", where, name, what, dl_h5_reason(why));
 }
 
 /* ---- groups ------------------------------------------------------------------ */
@@ -74,30 +55,20 @@ dl_status dlc_h5_group_count(hid_t g, const char *where, int64_t *n) {
   *n = 0;
   if (H5Gget_info(g, &info) < 0) {
     char why[160];
-    return dl_fail(DL_ERR_FORMAT, "%s: unreadable group (%s)", where, dlc_h5_reason(why));
+    return dl_fail(DL_ERR_FORMAT, "%s: unreadable group (%s)", where, dl_h5_reason(why));
   }
   *n = (int64_t)info.nlinks;
   return DL_OK;
 }
 
-static H5_index_t link_order(hid_t g) {
-  hid_t gcpl = H5Gget_create_plist(g);
-  unsigned flags = 0;
-  if (gcpl >= 0) {
-    H5Pget_link_creation_order(gcpl, &flags);
-    H5Pclose(gcpl);
-  }
-  return (flags & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
-}
-
 dl_status dlc_h5_link_name(hid_t g, const char *where, int64_t i, char **name) {
-  H5_index_t order = link_order(g);
+  H5_index_t order = dl_h5_link_order(g);
   ssize_t len = H5Lget_name_by_idx(g, ".", order, H5_ITER_INC, (hsize_t)i, NULL, 0, H5P_DEFAULT);
   *name = NULL;
   if (len < 0 || len > MAX_STR_WIDTH) {
     char why[160];
     return dl_fail(DL_ERR_FORMAT, "%s: unreadable link %lld (%s)", where, (long long)i,
-                   dlc_h5_reason(why));
+                   dl_h5_reason(why));
   }
   *name = malloc((size_t)len + 1);
   if (!*name) return dl_fail(DL_ERR_NOMEM, "%s: out of memory for a link name", where);
@@ -107,7 +78,7 @@ dl_status dlc_h5_link_name(hid_t g, const char *where, int64_t i, char **name) {
     *name = NULL;
     char why[160];
     return dl_fail(DL_ERR_FORMAT, "%s: unreadable link %lld (%s)", where, (long long)i,
-                   dlc_h5_reason(why));
+                   dl_h5_reason(why));
   }
   return DL_OK;
 }
@@ -159,7 +130,7 @@ static dl_status write_attr(hid_t obj, const char *where, const char *name, hid_
   if (rc < 0) {
     char why[160];
     s = dl_fail(DL_ERR_IO, "%s attribute %s: cannot write it (%s)", where, name,
-                dlc_h5_reason(why));
+                dl_h5_reason(why));
   }
   if (a >= 0) H5Aclose(a);
   return s;
@@ -259,7 +230,7 @@ static dl_status open_attr(hid_t obj, const char *where, const char *name, hid_t
   if (*a < 0) {
     char why[160];
     return dl_fail(DL_ERR_FORMAT, "%s attribute %s is unreadable (%s)", where, name,
-                   dlc_h5_reason(why));
+                   dl_h5_reason(why));
   }
   return DL_OK;
 }
@@ -283,7 +254,7 @@ static dl_status read_attr_text(hid_t a, const char *where, const char *name, ch
   if (s == DL_OK && H5Aread(a, t, *text) < 0) {
     char why[160];
     s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is unreadable (%s)", where, name,
-                dlc_h5_reason(why));
+                dl_h5_reason(why));
   }
   if (t >= 0) H5Tclose(t);
   if (space >= 0) H5Sclose(space);
@@ -330,7 +301,7 @@ static dl_status read_attr_int(hid_t obj, const char *where, const char *name, b
     if (rc < 0) {
       char why[160];
       s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is unreadable (%s)", where, name,
-                  dlc_h5_reason(why));
+                  dl_h5_reason(why));
     }
   }
   if (t >= 0) H5Tclose(t);

@@ -8,8 +8,8 @@
  * for the root group). Write failures are DL_ERR_IO; anything missing,
  * mistyped or inconsistent on reading is DL_ERR_FORMAT.
  *
- * The engine's state_dict.c keeps its HDF5 plumbing static; the quiet/reason
- * pair here mirrors it. */
+ * Silencing HDF5's own error printing and taking its reason for a message
+ * are the engine's (h5.h: dl_h5_quiet_begin/end, dl_h5_reason). */
 #ifndef DLC_H5UTIL_H
 #define DLC_H5UTIL_H
 
@@ -18,18 +18,6 @@
 #include <hdf5.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* HDF5 prints its error stack by default; callers report through dl_fail,
- * so printing is off between begin and end (the old handler comes back). */
-typedef struct dlc_h5_quiet {
-  H5E_auto2_t fn;
-  void *data;
-} dlc_h5_quiet;
-
-dlc_h5_quiet dlc_h5_quiet_begin(void);
-void dlc_h5_quiet_end(dlc_h5_quiet q);
-/* The innermost message of HDF5's error stack, into buf; returns buf. */
-const char *dlc_h5_reason(char buf[160]);
 
 /* ---- groups -------------------------------------------------------------- */
 

@@ -2,6 +2,7 @@
 
 #include "trace_io.h"
 
+#include "h5.h"
 #include "h5util.h"
 #include "state_dict.h"
 #include "tolerance.h"
@@ -373,23 +374,20 @@ static const char magic[] = "dlcheck trace 1\n";
  * HDF5's own checksums too. */
 static dl_status recreate_with_userblock(dl_h5_atomic *a, const char *path) {
   H5Fclose(a->file);
-  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = dl_h5_file_access();
   a->file = H5I_INVALID_HID;
   if (fcpl >= 0 && fapl >= 0 && H5Pset_userblock(fcpl, DLC_H5_USERBLOCK) >= 0 &&
       H5Pset_obj_track_times(fcpl, 0) >= 0 && /* the root group's times */
-      H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0 &&
-      H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) >= 0) {
-#if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) || H5_VERSION_GE(1, 12, 1)
-    H5Pset_file_locking(fapl, 0, 1); /* NFS and Lustre refuse locks */
-#endif
+      H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0)
     a->file = H5Fcreate(a->tmp, H5F_ACC_TRUNC, fcpl, fapl);
-  }
+  /* The reason first: closing the property lists clears HDF5's error stack. */
+  char why[160];
+  if (a->file < 0) dl_h5_reason(why);
   if (fcpl >= 0) H5Pclose(fcpl);
   if (fapl >= 0) H5Pclose(fapl);
   if (a->file >= 0) return DL_OK;
-  char why[160];
   return dl_fail(DL_ERR_IO, "%s: cannot create the temporary HDF5 file %s (%s)", path, a->tmp,
-                 dlc_h5_reason(why));
+                 why);
 }
 
 /* HDF5 is done with the temporary: close it, then seal its bytes. */
@@ -399,7 +397,7 @@ static dl_status close_and_seal(dl_h5_atomic *a, const char *path) {
   if (rc < 0) {
     char why[160];
     return dl_fail(DL_ERR_IO, "%s: cannot finish writing %s (%s)", path, a->tmp,
-                   dlc_h5_reason(why));
+                   dl_h5_reason(why));
   }
   return dlc_h5_seal(a->fd, a->tmp, magic);
 }
@@ -416,11 +414,11 @@ dl_status dlc_trace_save(const char *path, const dlc_trace *t, const dlc_golden_
   DL_TRY(check_trace(path, t, meta));
   dl_h5_atomic a;
   DL_TRY(dl_h5_atomic_create(&a, path));
-  dlc_h5_quiet q = dlc_h5_quiet_begin();
+  dl_h5_quiet q = dl_h5_quiet_begin();
   dl_status s = recreate_with_userblock(&a, path);
   if (s == DL_OK) s = write_all(a.file, path, t, meta);
   if (s == DL_OK) s = close_and_seal(&a, path);
-  dlc_h5_quiet_end(q);
+  dl_h5_quiet_end(q);
   if (s != DL_OK) {
     dl_h5_atomic_abort(&a);
     return s;
@@ -707,10 +705,10 @@ dl_status dlc_trace_load(const char *path, dlc_trace *out, dlc_golden_meta *meta
   hid_t file;
   dl_status s = open_for_reading(path, &file);
   if (s == DL_OK) {
-    dlc_h5_quiet q = dlc_h5_quiet_begin();
+    dl_h5_quiet q = dl_h5_quiet_begin();
     s = read_all(file, path, out, m);
     H5Fclose(file);
-    dlc_h5_quiet_end(q);
+    dl_h5_quiet_end(q);
   }
   if (s != DL_OK) {
     dlc_trace_free(out);

@@ -1,9 +1,8 @@
 #include "data.h"
 
+#include "h5.h"
 #include "mem.h"
 #include "philox.h"
-
-#include <hdf5.h>
 
 #include <errno.h>
 #include <math.h>
@@ -211,31 +210,11 @@ typedef struct h5_src {
   char group[128]; /* "/train" ("" for the root) */
 } h5_src;
 
-typedef struct h5_msg {
-  char text[384];
-} h5_msg;
-
-/* The innermost HDF5 error is the specific one ("truncated file: eof = ..."),
- * the outer ones only say which API call failed. */
-static herr_t innermost_error(unsigned n, const H5E_error2_t *err, void *data) {
-  h5_msg *m = data;
-  if (n == 0 && err->desc) snprintf(m->text, sizeof m->text, "%s", err->desc);
-  return 0;
-}
-
-static const char *h5_error_text(h5_msg *m) {
-  m->text[0] = '\0';
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_error, m);
-  H5Eclear2(H5E_DEFAULT);
-  if (!m->text[0]) snprintf(m->text, sizeof m->text, "no detail from HDF5");
-  return m->text;
-}
-
 static dl_status h5_fail(const h5_src *src, const char *dset, dl_status s,
                          const char *what) {
-  h5_msg m;
+  char why[160];
   return dl_fail(s, "%s: dataset %s/%s: %s (%s)", src->path, src->group, dset,
-                 what, h5_error_text(&m));
+                 what, dl_h5_reason(why));
 }
 
 static const char *type_text(hid_t type, char *buf, size_t len) {
@@ -399,19 +378,16 @@ static dl_status read_group(const h5_src *src, hid_t file, hid_t group, dl_datas
   return check_values(src, ds);
 }
 
-/* On failure, m gets HDF5's reason, read before the next API call clears it. */
-static hid_t open_read_only(const char *path, h5_msg *m) {
-  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+/* On failure, why gets HDF5's reason, read before the next API call clears
+ * it. */
+static hid_t open_read_only(const char *path, char why[160]) {
+  hid_t fapl = dl_h5_file_access();
   if (fapl < 0) {
-    h5_error_text(m);
+    dl_h5_reason(why);
     return -1;
   }
-#if H5_VERSION_GE(1, 12, 1) || (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7)
-  /* Reads need no lock, and locks fail on many NFS mounts. */
-  H5Pset_file_locking(fapl, 0, 1);
-#endif
   hid_t file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-  if (file < 0) h5_error_text(m);
+  if (file < 0) dl_h5_reason(why);
   H5Pclose(fapl);
   return file;
 }
@@ -425,20 +401,20 @@ static htri_t is_hdf5(const char *path) {
 }
 
 static dl_status load_file(const h5_src *src, const char *group_name, dl_dataset *ds) {
-  h5_msg m;
+  char why[160];
   htri_t sig = is_hdf5(src->path);
   if (sig <= 0)
     return dl_fail(DL_ERR_FORMAT, "%s: not an HDF5 file (%s)", src->path,
-                   sig == 0 ? "no HDF5 signature" : h5_error_text(&m));
-  hid_t file = open_read_only(src->path, &m);
+                   sig == 0 ? "no HDF5 signature" : dl_h5_reason(why));
+  hid_t file = open_read_only(src->path, why);
   if (file < 0)
     return dl_fail(DL_ERR_FORMAT, "%s: cannot open as HDF5, damaged or truncated? (%s)",
-                   src->path, m.text);
+                   src->path, why);
   dl_status s = DL_OK;
   hid_t group = H5Lexists(file, group_name, H5P_DEFAULT) > 0 || strcmp(group_name, "/") == 0
                     ? H5Gopen2(file, group_name, H5P_DEFAULT) : -1;
   if (group < 0) {
-    h5_error_text(&m); /* clears the stack; a missing link is not an HDF5 error */
+    H5Eclear2(H5E_DEFAULT); /* a missing link is not an HDF5 error */
     s = dl_fail(DL_ERR_FORMAT, "%s: no group %s", src->path, group_name);
   } else {
     s = read_group(src, file, group, ds);
@@ -467,12 +443,9 @@ dl_status dl_dataset_load_h5(dl_dataset *ds, const char *path, const char *group
   size_t gl = strlen(src.group);
   while (gl > 0 && src.group[gl - 1] == '/') src.group[--gl] = '\0';
 
-  H5E_auto2_t old_fn = NULL;
-  void *old_data = NULL;
-  H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* our message carries HDF5's */
+  dl_h5_quiet q = dl_h5_quiet_begin(); /* our message carries HDF5's */
   dl_status s = load_file(&src, src.group[0] ? src.group : "/", ds);
-  H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+  dl_h5_quiet_end(q);
   if (s != DL_OK) {
     dl_dataset_free(ds);
     return s;

@@ -2,6 +2,7 @@
 
 #include "state_dict.h"
 
+#include "h5.h"
 #include "seq.h"
 
 #include <errno.h>
@@ -13,55 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- HDF5 plumbing ------------------------------------------------------ */
-
-/* HDF5 prints its error stack to stderr by default; the engine reports
- * errors through dl_fail instead, so printing is off during each call and the
- * caller's handler is put back after. */
-typedef struct h5_quiet {
-  H5E_auto2_t fn;
-  void *data;
-} h5_quiet;
-
-static h5_quiet quiet_begin(void) {
-  h5_quiet q = {0};
-  H5Eget_auto2(H5E_DEFAULT, &q.fn, &q.data);
-  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-  return q;
-}
-
-static void quiet_end(h5_quiet q) { H5Eset_auto2(H5E_DEFAULT, q.fn, q.data); }
-
-static herr_t keep_innermost(unsigned n, const H5E_error2_t *e, void *user) {
-  if (n == 0 && e->desc) snprintf((char *)user, 160, "%s", e->desc);
-  return 0;
-}
-
-/* The most specific message on HDF5's error stack, for our own message.
- * The stack is taken first: any API call, H5Ewalk2 included, clears the
- * current one on entry. */
-static const char *h5_reason(char buf[160]) {
-  snprintf(buf, 160, "no detail from HDF5");
-  hid_t stack = H5Eget_current_stack();
-  if (stack >= 0) {
-    H5Ewalk2(stack, H5E_WALK_UPWARD, keep_innermost, buf);
-    H5Eclose_stack(stack);
-  }
-  return buf;
-}
-
-/* File locking breaks on NFS and Lustre, where training output often lives;
- * the API appeared in 1.10.7 and 1.12.1. */
-static hid_t file_access_plist(void) {
-  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  if (fapl < 0) return fapl;
-  H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
-#if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) ||     \
-    H5_VERSION_GE(1, 12, 1)
-  H5Pset_file_locking(fapl, 0, 1);
-#endif
-  return fapl;
-}
+/* ---- HDF5 types ---------------------------------------------------------- */
 
 /* A 2-byte IEEE-style float: float16 (5 exponent bits) or bfloat16 (8), the
  * layout h5py uses for numpy's float16. */
@@ -201,16 +154,16 @@ dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path) {
     atomic_reset(a);
     return s;
   }
-  h5_quiet q = quiet_begin();
+  dl_h5_quiet q = dl_h5_quiet_begin();
   hid_t fcpl = group_create_plist(H5P_FILE_CREATE);
-  hid_t fapl = file_access_plist();
+  hid_t fapl = dl_h5_file_access();
   a->file = H5Fcreate(a->tmp, H5F_ACC_TRUNC, fcpl, fapl);
   char why[160];
   if (a->file < 0)
-    s = dl_fail(DL_ERR_IO, "cannot create HDF5 file %s (%s)", a->tmp, h5_reason(why));
+    s = dl_fail(DL_ERR_IO, "cannot create HDF5 file %s (%s)", a->tmp, dl_h5_reason(why));
   H5Pclose(fcpl);
   H5Pclose(fapl);
-  quiet_end(q);
+  dl_h5_quiet_end(q);
   if (s != DL_OK) dl_h5_atomic_abort(a);
   return s;
 }
@@ -233,12 +186,12 @@ static void fsync_directory_of(const char *path) {
 
 dl_status dl_h5_atomic_commit(dl_h5_atomic *a) {
   dl_status s = DL_OK;
-  h5_quiet q = quiet_begin();
+  dl_h5_quiet q = dl_h5_quiet_begin();
   if (a->file >= 0 && H5Fclose(a->file) < 0) {
     char why[160];
-    s = dl_fail(DL_ERR_IO, "cannot finish writing %s (%s)", a->tmp, h5_reason(why));
+    s = dl_fail(DL_ERR_IO, "cannot finish writing %s (%s)", a->tmp, dl_h5_reason(why));
   }
-  quiet_end(q);
+  dl_h5_quiet_end(q);
   a->file = H5I_INVALID_HID;
   if (s == DL_OK && fsync(a->fd) != 0)
     s = dl_fail(DL_ERR_IO, "cannot flush %s to disk (%s)", a->tmp, strerror(errno));
@@ -259,9 +212,9 @@ dl_status dl_h5_atomic_commit(dl_h5_atomic *a) {
 
 void dl_h5_atomic_abort(dl_h5_atomic *a) {
   if (!a) return;
-  h5_quiet q = quiet_begin();
+  dl_h5_quiet q = dl_h5_quiet_begin();
   if (a->file >= 0) H5Fclose(a->file);
-  quiet_end(q);
+  dl_h5_quiet_end(q);
   if (a->fd >= 0) close(a->fd);
   if (a->tmp) unlink(a->tmp);
   atomic_reset(a);
@@ -277,16 +230,16 @@ dl_status dl_h5_open_read(const char *path, hid_t *file) {
   bool is_dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
   close(fd);
   if (is_dir) return dl_fail(DL_ERR_IO, "cannot read %s: it is a directory", path);
-  h5_quiet q = quiet_begin();
-  hid_t fapl = file_access_plist();
+  dl_h5_quiet q = dl_h5_quiet_begin();
+  hid_t fapl = dl_h5_file_access();
   *file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
   dl_status s = DL_OK;
   char why[160];
   if (*file < 0)
     s = dl_fail(DL_ERR_FORMAT, "%s is not an HDF5 file or is damaged (%s)", path,
-                h5_reason(why));
+                dl_h5_reason(why));
   H5Pclose(fapl);
-  quiet_end(q);
+  dl_h5_quiet_end(q);
   return s;
 }
 
@@ -333,7 +286,7 @@ static dl_status write_dataset(hid_t grp, const char *path, const char *group,
   dl_status s = DL_OK;
   if (rc < 0)
     s = dl_fail(DL_ERR_IO, "cannot write %s:%s%s%s (%s)", path, group, sep(group), name,
-                h5_reason(why));
+                dl_h5_reason(why));
   if (ds >= 0) H5Dclose(ds);
   if (dcpl >= 0) H5Pclose(dcpl);
   if (type >= 0) H5Tclose(type);
@@ -348,7 +301,7 @@ static hid_t create_group(hid_t file, const char *group, char why[160]) {
   hid_t gcpl = group_create_plist(H5P_GROUP_CREATE);
   H5Pset_create_intermediate_group(lcpl, 1);
   hid_t g = H5Gcreate2(file, group, lcpl, gcpl, H5P_DEFAULT);
-  if (g < 0) h5_reason(why);
+  if (g < 0) dl_h5_reason(why);
   H5Pclose(lcpl);
   H5Pclose(gcpl);
   return g;
@@ -358,7 +311,7 @@ dl_status dl_state_write_group(hid_t file, const char *path, const char *group,
                                const dl_named_tensor *items, int n) {
   group = group_or_root(group);
   DL_TRY(check_items(path, items, n));
-  h5_quiet q = quiet_begin();
+  dl_h5_quiet q = dl_h5_quiet_begin();
   dl_status s = DL_OK;
   char why[160];
   hid_t g = create_group(file, group, why);
@@ -368,7 +321,7 @@ dl_status dl_state_write_group(hid_t file, const char *path, const char *group,
   for (int i = 0; s == DL_OK && i < n; i++)
     s = write_dataset(g, path, group, items[i].name, items[i].tensor);
   if (g >= 0) H5Gclose(g);
-  quiet_end(q);
+  dl_h5_quiet_end(q);
   return s;
 }
 
@@ -419,7 +372,7 @@ static dl_status open_group(hid_t file, const char *path, const char *group, hid
   if (*g < 0) {
     char why[160];
     return dl_fail(DL_ERR_FORMAT, "%s: %s is not a readable group (%s)", path, group,
-                   h5_reason(why));
+                   dl_h5_reason(why));
   }
   return DL_OK;
 }
@@ -433,7 +386,7 @@ static dl_status describe_dataset(hid_t ds, const char *path, const char *group,
   if (type < 0 || ndim < 0) {
     char why[160];
     s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s: unreadable dataset header (%s)", path, group,
-                sep(group), e->name, h5_reason(why));
+                sep(group), e->name, dl_h5_reason(why));
   } else if (ndim > DL_MAX_DIMS || H5Sget_simple_extent_type(space) == H5S_NULL) {
     s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s has rank %d; tensors have rank 0..%d", path,
                 group, sep(group), e->name, ndim, DL_MAX_DIMS);
@@ -458,7 +411,7 @@ static dl_status add_if_dataset(hid_t g, const char *path, const char *group,
   if (obj < 0) {
     char why[160];
     dl_status s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s cannot be opened (%s)", path,
-                          group, sep(group), name, h5_reason(why));
+                          group, sep(group), name, dl_h5_reason(why));
     free(name);
     return s;
   }
@@ -475,27 +428,17 @@ static dl_status add_if_dataset(hid_t g, const char *path, const char *group,
   return s;
 }
 
-static H5_index_t link_order(hid_t g) {
-  hid_t gcpl = H5Gget_create_plist(g);
-  unsigned flags = 0;
-  if (gcpl >= 0) {
-    H5Pget_link_creation_order(gcpl, &flags);
-    H5Pclose(gcpl);
-  }
-  return (flags & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
-}
-
 static dl_status list_group(hid_t g, const char *path, const char *group, listing *l) {
   H5G_info_t info;
   memset(l, 0, sizeof *l);
   if (H5Gget_info(g, &info) < 0) {
     char why[160];
     return dl_fail(DL_ERR_FORMAT, "%s:%s: unreadable group (%s)", path, group,
-                   h5_reason(why));
+                   dl_h5_reason(why));
   }
   l->e = calloc(info.nlinks ? info.nlinks : 1, sizeof *l->e);
   if (!l->e) return dl_fail(DL_ERR_NOMEM, "%s:%s: out of memory listing keys", path, group);
-  H5_index_t order = link_order(g);
+  H5_index_t order = dl_h5_link_order(g);
   for (hsize_t i = 0; i < info.nlinks; i++) {
     ssize_t len = H5Lget_name_by_idx(g, ".", order, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
     char *name = len >= 0 ? malloc((size_t)len + 1) : NULL;
@@ -503,7 +446,7 @@ static dl_status list_group(hid_t g, const char *path, const char *group, listin
     if (len < 0) {
       char why[160];
       s = dl_fail(DL_ERR_FORMAT, "%s:%s: unreadable link %llu (%s)", path, group,
-                  (unsigned long long)i, h5_reason(why));
+                  (unsigned long long)i, dl_h5_reason(why));
     } else if (!name) {
       s = dl_fail(DL_ERR_NOMEM, "%s:%s: out of memory listing keys", path, group);
     } else {
@@ -533,7 +476,7 @@ static dl_status read_dataset(hid_t g, const char *path, const char *group,
   dl_status s = DL_OK;
   if (rc < 0)
     s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s: cannot read the data (%s); the file may be "
-                "truncated or damaged", path, group, sep(group), e->name, h5_reason(why));
+                "truncated or damaged", path, group, sep(group), e->name, dl_h5_reason(why));
   if (type >= 0) H5Tclose(type);
   if (ds >= 0) H5Dclose(ds);
   if (s != DL_OK) dl_tensor_free(t);
@@ -586,7 +529,7 @@ dl_status dl_state_read_group(hid_t file, const char *path, const char *group,
                               dl_state_dict *out) {
   memset(out, 0, sizeof *out);
   group = group_or_root(group);
-  h5_quiet q = quiet_begin();
+  dl_h5_quiet q = dl_h5_quiet_begin();
   hid_t g;
   listing l = {0};
   dl_status s = open_group(file, path, group, &g);
@@ -595,7 +538,7 @@ dl_status dl_state_read_group(hid_t file, const char *path, const char *group,
   if (s != DL_OK) dl_state_dict_free(out);
   listing_free(&l);
   if (g >= 0) H5Gclose(g);
-  quiet_end(q);
+  dl_h5_quiet_end(q);
   return s;
 }
 
@@ -812,12 +755,12 @@ dl_status dl_state_load_group(hid_t file, const char *path, const char *group,
   memset(r, 0, sizeof *r);
   group = group_or_root(group);
   DL_TRY(check_items(path, items, n));
-  h5_quiet q = quiet_begin();
+  dl_h5_quiet q = dl_h5_quiet_begin();
   hid_t g;
   dl_status s = open_group(file, path, group, &g);
   if (s == DL_OK) s = load_from(g, path, group, items, n, strict, r);
   if (g >= 0) H5Gclose(g);
-  quiet_end(q);
+  dl_h5_quiet_end(q);
   /* A report is only worth keeping if the keys were compared. */
   if (s != DL_OK && s != DL_ERR_INVALID) dl_load_report_free(r);
   dl_load_report_free(&local);

@@ -117,9 +117,9 @@ dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path);
 dl_status dl_h5_atomic_commit(dl_h5_atomic *a); /* on failure the temp is gone */
 void dl_h5_atomic_abort(dl_h5_atomic *a);       /* safe after commit */
 
-/* Opens an existing file read-only (no file locking where HDF5 allows, so
- * NFS/Lustre work). DL_ERR_IO if missing/unreadable, DL_ERR_FORMAT if not
- * HDF5. Close with H5Fclose. */
+/* Opens an existing file read-only with h5.h's dl_h5_file_access (no file
+ * locking where HDF5 allows, so NFS/Lustre work). DL_ERR_IO if
+ * missing/unreadable, DL_ERR_FORMAT if not HDF5. Close with H5Fclose. */
 dl_status dl_h5_open_read(const char *path, hid_t *file);
 
 /* The same operations on an open file; `path` only names it in messages. */

@@ -1,0 +1,53 @@
+#include "h5.h"
+
+#include <stdio.h>
+
+dl_h5_quiet dl_h5_quiet_begin(void) {
+  dl_h5_quiet q = {0};
+  H5Eget_auto2(H5E_DEFAULT, &q.fn, &q.data);
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  return q;
+}
+
+void dl_h5_quiet_end(dl_h5_quiet q) { H5Eset_auto2(H5E_DEFAULT, q.fn, q.data); }
+
+/* The innermost error is the specific one ("truncated file: eof = ..."); the
+ * outer ones only say which API call failed. */
+static herr_t keep_innermost(unsigned n, const H5E_error2_t *e, void *user) {
+  if (n == 0 && e->desc && e->desc[0]) snprintf((char *)user, 160, "%s", e->desc);
+  return 0;
+}
+
+/* The stack is taken first: any API call, H5Ewalk2 included, clears the
+ * current one on entry. Taking it also leaves the current stack empty. */
+const char *dl_h5_reason(char buf[160]) {
+  snprintf(buf, 160, "no detail from HDF5");
+  hid_t stack = H5Eget_current_stack();
+  if (stack >= 0) {
+    H5Ewalk2(stack, H5E_WALK_UPWARD, keep_innermost, buf);
+    H5Eclose_stack(stack);
+  }
+  return buf;
+}
+
+/* H5Pset_file_locking appeared in 1.10.7 and 1.12.1. */
+hid_t dl_h5_file_access(void) {
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (fapl < 0) return fapl;
+  H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+#if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) ||     \
+    H5_VERSION_GE(1, 12, 1)
+  H5Pset_file_locking(fapl, 0, 1);
+#endif
+  return fapl;
+}
+
+H5_index_t dl_h5_link_order(hid_t g) {
+  hid_t gcpl = H5Gget_create_plist(g);
+  unsigned flags = 0;
+  if (gcpl >= 0) {
+    H5Pget_link_creation_order(gcpl, &flags);
+    H5Pclose(gcpl);
+  }
+  return (flags & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
+}

@@ -1,0 +1,34 @@
+/* Small HDF5 helpers shared by every module that reads or writes HDF5
+ * (state dicts, datasets, the harness's traces), so that all of them
+ * report HDF5's errors, open files and list groups the same way. */
+#ifndef DL_H5_H
+#define DL_H5_H
+
+#include <hdf5.h>
+
+/* HDF5 prints its error stack to stderr by default; we report errors
+ * through dl_fail instead, so printing is off between begin and end, which
+ * puts the caller's handler back. */
+typedef struct dl_h5_quiet {
+  H5E_auto2_t fn;
+  void *data;
+} dl_h5_quiet;
+
+dl_h5_quiet dl_h5_quiet_begin(void);
+void dl_h5_quiet_end(dl_h5_quiet q);
+
+/* The innermost (most specific) message of HDF5's current error stack
+ * into buf, or "no detail from HDF5"; returns buf. Takes the stack, so call
+ * it right after the failing call, before any other HDF5 call clears it. */
+const char *dl_h5_reason(char buf[160]);
+
+/* A file-access property list (close with H5Pclose; negative on failure):
+ * H5F_CLOSE_STRONG, and file locking off where the HDF5 version allows it,
+ * as locks fail on NFS and Lustre, where training output often lives. */
+hid_t dl_h5_file_access(void);
+
+/* The order to list group g's links in: creation order where the group
+ * indexes it (ours do), else name order (files written without it). */
+H5_index_t dl_h5_link_order(hid_t g);
+
+#endif
