@@ -22,5 +22,7 @@ void cli_progress(void *user, const char *scenario, const char *what, int64_t st
                   int64_t steps);
 void cli_progress_done(void);
 bool cli_stdout_is_tty(void);
+/* This machine's environment fingerprint as JSON (for the reports), or NULL. */
+const char *cli_env_json(void);
 
 #endif

@@ -56,7 +56,7 @@ static int reload_all(const char *dir, bool verbose) {
   closedir(d);
   if (code != EXIT_USAGE) {
     dlc_report_text(stdout, results, n, cli_stdout_is_tty(), verbose);
-    if (dlc_report_write_all(dir, results, n, NULL)) {
+    if (dlc_report_write_all(dir, results, n, cli_env_json())) {
       fprintf(stderr, "dlcheck report: writing %s: %s\n", dir, dl_last_error());
       code = EXIT_USAGE;
     }

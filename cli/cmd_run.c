@@ -277,7 +277,7 @@ static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
   bool rank0 = !o->comm || dl_comm_rank(o->comm) == 0;
   if (!record && nresults && rank0) {
     dlc_report_text(stdout, results, nresults, cli_stdout_is_tty(), a->verbose);
-    if (a->out && dlc_report_write_all(a->out, results, nresults, NULL)) {
+    if (a->out && dlc_report_write_all(a->out, results, nresults, cli_env_json())) {
       fprintf(stderr, "dlcheck: writing reports to %s: %s\n", a->out, dl_last_error());
       code = EXIT_USAGE;
     }

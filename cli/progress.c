@@ -1,5 +1,7 @@
 #include "cli.h"
 
+#include "env.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -10,6 +12,13 @@ const char *cli_root(void) {
 }
 
 bool cli_stdout_is_tty(void) { return isatty(STDOUT_FILENO); }
+
+const char *cli_env_json(void) {
+  static char json[DLC_ENV_JSON_MAX];
+  dlc_env e;
+  dlc_env_fingerprint(&e);
+  return dlc_env_to_json(&e, json, sizeof json) == DL_OK ? json : NULL;
+}
 
 static bool line_open;
 
