@@ -289,3 +289,27 @@ void dl_param_accumulate(dl_param *p, const float *g) {
   }
   p->has_grad = true;
 }
+
+dl_stream dl_param_init_stream(const dl_param *p, uint64_t seed) {
+  char purpose[DL_NAME_MAX + 8];
+  snprintf(purpose, sizeof purpose, "init/%s", p->name);
+  return dl_stream_make(seed, purpose, NULL, 0);
+}
+
+void dl_layer_init_uniform(dl_layer *l, uint64_t seed, float bound) {
+  for (int i = 0; i < l->nparams; i++) {
+    dl_param *p = &l->params[i];
+    dl_stream s = dl_param_init_stream(p, seed);
+    dl_stream_uniform_range(&s, 0, -bound, bound, dl_f32(&p->value), p->value.numel);
+  }
+}
+
+void dl_layer_keep_saved(dl_layer *l, const dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {
+  if (ctx->grad_enabled) {
+    l->saved[0] = *a;
+    l->saved[1] = *b;
+  } else {
+    dl_tensor_free(a);
+    dl_tensor_free(b);
+  }
+}

@@ -174,13 +174,7 @@ static dl_status bn_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
       .update_running = track && l->training};
   dl_parallel_for(d.c, bn_grain(&d), bn_forward_range, &job);
   if (track && l->training) ((int64_t *)l->buffers[2].value.data)[0] += 1;
-  if (ctx->grad_enabled) {
-    l->saved[0] = mean;
-    l->saved[1] = rstd;
-  } else {
-    dl_tensor_free(&mean);
-    dl_tensor_free(&rstd);
-  }
+  dl_layer_keep_saved(l, ctx, &mean, &rstd);
   return DL_OK;
 }
 

@@ -39,13 +39,7 @@ dl_status dl_conv2d_init(dl_layer *l, uint64_t seed) {
   if (d->bias) DL_TRY(dl_layer_add_param(l, "bias", 1, (const int64_t[]){d->out}));
   /* kaiming_uniform_(a=sqrt(5)) and the bias rule: U(-b, b), b = 1/sqrt(fan_in). */
   float bound = (float)(1.0 / sqrt((double)(d->in * k * k)));
-  for (int i = 0; i < l->nparams; i++) {
-    dl_param *p = &l->params[i];
-    char purpose[DL_NAME_MAX + 8];
-    snprintf(purpose, sizeof purpose, "init/%s", p->name);
-    dl_stream s = dl_stream_make(seed, purpose, NULL, 0);
-    dl_stream_uniform_range(&s, 0, -bound, bound, dl_f32(&p->value), p->value.numel);
-  }
+  dl_layer_init_uniform(l, seed, bound);
   return DL_OK;
 }
 

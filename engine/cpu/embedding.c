@@ -12,9 +12,7 @@
 dl_status dl_embedding_init(dl_layer *l, uint64_t seed) {
   DL_TRY(dl_layer_add_param(l, "weight", 2, (const int64_t[]){l->desc.in, l->desc.out}));
   dl_param *w = &l->params[0];
-  char purpose[DL_NAME_MAX + 8];
-  snprintf(purpose, sizeof purpose, "init/%s", w->name);
-  dl_stream s = dl_stream_make(seed, purpose, NULL, 0);
+  dl_stream s = dl_param_init_stream(w, seed);
   dl_stream_normal(&s, 0, 0.0f, 1.0f, dl_f32(&w->value), w->value.numel);
   return DL_OK;
 }

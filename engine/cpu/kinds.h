@@ -8,6 +8,7 @@
 #define DL_CPU_KINDS_H
 
 #include "layer.h"
+#include "philox.h"
 
 extern const dl_layer_ops dl_linear_ops, dl_conv2d_ops, dl_batchnorm_ops,
     dl_layernorm_ops, dl_dropout_ops, dl_relu_ops, dl_gelu_ops, dl_tanh_ops,
@@ -27,5 +28,14 @@ dl_status dl_layer_add_param(dl_layer *l, const char *suffix, int ndim,
                              const int64_t *shape);
 dl_status dl_layer_add_buffer(dl_layer *l, const char *suffix, dl_dtype dt,
                               int ndim, const int64_t *shape);
+
+/* The stream that initialises parameter p: (seed, "init/" + p's name). */
+dl_stream dl_param_init_stream(const dl_param *p, uint64_t seed);
+/* Every parameter of l drawn from U(-bound, bound) (PyTorch's
+ * kaiming_uniform_(a=sqrt(5)) and bias rule, bound = 1/sqrt(fan_in)). */
+void dl_layer_init_uniform(dl_layer *l, uint64_t seed, float bound);
+
+/* Keeps a and b in l->saved for backward in grad mode, else frees them. */
+void dl_layer_keep_saved(dl_layer *l, const dl_ctx *ctx, dl_tensor *a, dl_tensor *b);
 
 #endif

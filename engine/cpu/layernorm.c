@@ -96,13 +96,7 @@ static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                     .y = dl_f32(y), .mean = dl_f32(&mean), .rstd = dl_f32(&rstd),
                     .eps = l->desc.eps};
   dl_parallel_for(rows, ln_grain(job.dim), ln_forward_range, &job);
-  if (ctx->grad_enabled) {
-    l->saved[0] = mean;
-    l->saved[1] = rstd;
-  } else {
-    dl_tensor_free(&mean);
-    dl_tensor_free(&rstd);
-  }
+  dl_layer_keep_saved(l, ctx, &mean, &rstd);
   return DL_OK;
 }
 
