@@ -803,8 +803,8 @@ static void readable_by_h5py(void **state) {
       "kind golden", "seed 18446744073709551615", "scenario_hash 0x0123456789abcdef",
       "series/grad/norm float64 (1,)", "series/100% float64 (1,)",
       "digests ['param/0.weight', 'grad/0.weight'] (3, 2)",
-      "stats/1 step 5 layers ['0 (linear)', '1 (relu)'] columns ['mean', 'std', 'min', "
-      "'max', 'frac_zero', 'nonfinite']",
+      ("stats/1 step 5 layers ['0 (linear)', '1 (relu)'] columns ['mean', 'std', 'min', "
+       "'max', 'frac_zero', 'nonfinite']"),
       "finals/param/0.weight float32 (2, 3)", "finals/buffer/1.num_batches_tracked int64 ()",
       "finals/. float32 (2,)", "finals/a/b float32 (2,)", "finals/a%2Fb float32 (2,)",
       "metric peak_bytes 1000000000.0", "note long 4999 chars", "note utf8 17 chars",
