@@ -10,6 +10,7 @@ packages=(
   libhdf5-dev hdf5-tools        # traces, goldens, fixtures
   libcmocka-dev gcovr valgrind  # tests and coverage
   libfyaml-dev                  # scenario files
+  libxxhash-dev                 # trace digests
   libopenmpi-dev openmpi-bin    # multi-process data parallel
   libxml2-utils                 # xmllint for the JUnit schema check
   python3-torch python3-h5py python3-numpy python3-sklearn  # reference fixtures
