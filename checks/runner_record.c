@@ -53,8 +53,16 @@ void dlc_record_forward(void *user, const char *layer, const dl_tensor *y) {
   add_stat(user, "", layer, y);
 }
 
+/* Gradients are recorded unscaled: a loss scale (AMP) multiplies every
+ * backward value, and would make an fp16 run's statistics differ from fp32
+ * by the scale alone. */
 void dlc_record_backward(void *user, const char *layer, const dl_tensor *dy) {
-  add_stat(user, "grad ", layer, dy);
+  dlc_rank *r = user;
+  int before = r->nstat;
+  add_stat(r, "grad ", layer, dy);
+  double f = dl_scaler_factor(&r->scaler);
+  if (r->nstat == before || f == 1.0) return;
+  for (int k = DLC_STAT_MEAN; k <= DLC_STAT_MAX; k++) r->stat_vals[before][k] /= f;
 }
 
 static dl_status push_digests(dlc_rank *r) {
