@@ -203,4 +203,42 @@ static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor 
   return worst;
 }
 
+/* Makes the n-th allocation of init, forward and backward fail, for n = 1,
+ * 2, ... until a pass succeeds. Returns how many passes failed, all with
+ * DL_ERR_NOMEM and without leaking; -1 (gc_last_report says why) if a pass
+ * failed otherwise or leaked. grads_exist: parameters already hold gradients,
+ * so backward accumulates (a second backward's scratch path). */
+static inline int gc_nomem_failures(const dl_layer_desc *d, const char *prefix,
+                                    const dl_tensor *x, const dl_tensor *dy,
+                                    dl_dtype autocast, bool grads_exist) {
+  const int64_t base = dl_mem_current();
+  for (int64_t n = 1; n < 1000; n++) {
+    dl_layer l;
+    dl_tensor y = {0}, dx = {0};
+    dl_ctx ctx = gc_ctx();
+    ctx.autocast = autocast;
+    dl_mem_fail_after(n);
+    dl_status s = dl_layer_init(&l, d, prefix, 0, 1);
+    if (s == DL_OK) {
+      s = l.ops->forward(&l, &ctx, x, &y);
+      for (int i = 0; s == DL_OK && grads_exist && i < l.nparams; i++)
+        l.params[i].has_grad = true;
+      if (s == DL_OK) s = l.ops->backward(&l, &ctx, x, &y, dy, &dx);
+      dl_tensor_free(&y);
+      dl_tensor_free(&dx);
+      dl_layer_destroy(&l);
+    }
+    dl_mem_fail_after(0);
+    if (dl_mem_current() != base || (s != DL_OK && s != DL_ERR_NOMEM)) {
+      snprintf(gc_last_report, sizeof gc_last_report,
+               "allocation %lld failing: status %d, %lld bytes leaked: %s", (long long)n,
+               (int)s, (long long)(dl_mem_current() - base), dl_last_error());
+      return -1;
+    }
+    if (s == DL_OK) return (int)(n - 1);
+  }
+  snprintf(gc_last_report, sizeof gc_last_report, "no pass succeeded in 1000 tries");
+  return -1;
+}
+
 #endif
