@@ -15,6 +15,7 @@
 #include "mem.h"
 #include "model.h"
 #include "state_dict.h"
+#include "tmpdir.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -23,43 +24,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static char tmpdir[64];
-
-static const char *path_in_tmp(const char *name) {
-  static char buf[4][sizeof tmpdir + 256];
-  static int next;
-  char *p = buf[next++ % 4];
-  snprintf(p, sizeof buf[0], "%s/%.255s", tmpdir, name);
-  return p;
-}
-
 static int make_tmpdir(void **state) {
   (void)state;
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/dl_state_dict_XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int remove_tmpdir(void **state) {
-  (void)state;
-  DIR *d = opendir(tmpdir);
-  if (!d) return 0;
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.') unlink(path_in_tmp(e->d_name));
-  closedir(d);
-  rmdir(tmpdir);
-  return 0;
-}
-
-/* Files in tmpdir whose name contains `part`. */
-static int count_files_with(const char *part) {
-  DIR *d = opendir(tmpdir);
-  int n = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)))
-    if (strstr(e->d_name, part)) n++;
-  if (d) closedir(d);
-  return n;
+  return tmpdir_make("dl_state_dict");
 }
 
 static void fill_f32(dl_tensor *t, float start) {

@@ -29,44 +29,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-static char tmpdir[64];
-
-static const char *path_in_tmp(const char *name) {
-  static char buf[4][sizeof tmpdir + 256];
-  static int next;
-  char *p = buf[next++ % 4];
-  snprintf(p, sizeof buf[0], "%s/%.255s", tmpdir, name);
-  return p;
-}
+#include "tmpdir.h"
 
 static int make_tmpdir(void **state) {
   (void)state;
   /* Golden metadata needs no CUDA libraries here (test_env probes them). */
   setenv("DLCHECK_NO_CUDA_PROBE", "1", 1);
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/dlc_trace_io_XXXXXX");
-  return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int remove_tmpdir(void **state) {
-  (void)state;
-  DIR *d = opendir(tmpdir);
-  if (!d) return 0;
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.') unlink(path_in_tmp(e->d_name));
-  closedir(d);
-  rmdir(tmpdir);
-  return 0;
-}
-
-static int count_files_with(const char *part) {
-  DIR *d = opendir(tmpdir);
-  int n = 0;
-  struct dirent *e;
-  while (d && (e = readdir(d)))
-    if (strstr(e->d_name, part)) n++;
-  if (d) closedir(d);
-  return n;
+  return tmpdir_make("dlc_trace_io");
 }
 
 static unsigned char *read_bytes(const char *path, long *n) {
