@@ -41,6 +41,7 @@
 #include "mem.h"
 #include "philox.h"
 #include "seq.h"
+#include "threads.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -239,6 +240,50 @@ static inline int gc_nomem_failures(const dl_layer_desc *d, const char *prefix,
   }
   snprintf(gc_last_report, sizeof gc_last_report, "no pass succeeded in 1000 tries");
   return -1;
+}
+
+static inline bool gc_same_bytes(const dl_tensor *a, const dl_tensor *b, const char *what) {
+  if (a->numel == b->numel && memcmp(a->data, b->data, dl_tensor_bytes(a)) == 0) return true;
+  snprintf(gc_last_report, sizeof gc_last_report, "%s differs between 1 and 2 threads", what);
+  return false;
+}
+
+/* Forward and backward of d on x and dy (layer seed `seed`, names prefix),
+ * once with 1 and once with 2 kernel threads: true if the output, the input
+ * gradient, every parameter gradient and every buffer have the same bits
+ * (the engine's threads.h contract); else gc_last_report names the first. */
+static inline bool gc_same_bits_1_and_2_threads(const dl_layer_desc *d, const char *prefix,
+                                                uint64_t seed, const dl_ctx *ctx,
+                                                const dl_tensor *x, const dl_tensor *dy) {
+  dl_layer l[2];
+  dl_tensor y[2] = {{0}, {0}}, dx[2] = {{0}, {0}};
+  int made = 0;
+  bool ok = true;
+  for (int t = 0; ok && t < 2; t++) {
+    dl_status s = dl_set_num_threads(t + 1);
+    if (!s) s = dl_layer_init(&l[t], d, prefix, 0, seed);
+    if (!s) made++;
+    if (!s) s = l[t].ops->forward(&l[t], ctx, x, &y[t]);
+    if (!s) s = l[t].ops->backward(&l[t], ctx, x, &y[t], dy, &dx[t]);
+    if (s) {
+      snprintf(gc_last_report, sizeof gc_last_report, "%d threads: %s", t + 1, dl_last_error());
+      ok = false;
+    }
+  }
+  dl_set_num_threads(1);
+  ok = ok && gc_same_bytes(&y[0], &y[1], "the output") &&
+       gc_same_bytes(&dx[0], &dx[1], "the input gradient");
+  for (int i = 0; ok && i < l[0].nparams; i++)
+    ok = gc_same_bytes(&l[0].params[i].grad, &l[1].params[i].grad, l[0].params[i].name);
+  for (int i = 0; ok && i < l[0].nbuffers; i++)
+    ok = gc_same_bytes(&l[0].buffers[i].value, &l[1].buffers[i].value, l[0].buffers[i].name);
+  for (int t = 0; t < 2; t++) {
+    dl_tensor_free(&y[t]);
+    dl_tensor_free(&dx[t]);
+    if (t < made) dl_layer_destroy(&l[t]);
+  }
+  dl_threads_shutdown();
+  return ok;
 }
 
 #endif
