@@ -63,6 +63,18 @@ typedef struct dlc_parallel_config {
   bool broadcast_buffers;   /* DDP default true (rank 0's buffers each forward) */
 } dlc_parallel_config;
 
+/* Where a run computes (engine/backend.h). `default` takes the command
+ * line's --backend, so one scenario runs on either; a run that names a
+ * device always runs there (backend_equiv's CPU and CUDA runs). */
+typedef enum { DLC_DEVICE_DEFAULT = 0, DLC_DEVICE_CPU, DLC_DEVICE_CUDA } dlc_device;
+typedef enum { DLC_MATH_FP32 = 0, DLC_MATH_TF32 } dlc_math;     /* cuBLAS and cuDNN */
+typedef enum { DLC_CONV_DETERMINISTIC = 0, DLC_CONV_FASTEST } dlc_conv_algo; /* cuDNN */
+typedef struct dlc_backend_config {
+  dlc_device device;
+  dlc_math math;            /* fp32 by default (DESIGN.md rule 3: TF32 only on request) */
+  dlc_conv_algo conv_algo;  /* deterministic by default; fastest = cudnn.benchmark */
+} dlc_backend_config;
+
 typedef struct dlc_checkpoint_config {
   int64_t at_step;          /* 0 = no checkpoint; else save after this step,
                                reload into a fresh engine, continue */
@@ -115,6 +127,7 @@ typedef struct dlc_run_config {
                                weight, say); 1 by default */
   dlc_precision_config precision;
   dlc_parallel_config parallel;
+  dlc_backend_config backend;
   int accumulation;         /* micro-batches per optimizer step (K) */
   int64_t steps;            /* optimizer steps */
   dlc_checkpoint_config checkpoint;

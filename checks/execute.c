@@ -3,6 +3,7 @@
 
 #include "check.h"
 #include "checks_impl.h"
+#include "backend_open.h"
 #include "env.h"
 #include "path.h"
 #include "runner.h"
@@ -14,6 +15,23 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+
+/* The device of runs that name none: --backend. */
+static dlc_device exec_device(const dlc_exec_options *o) {
+  dlc_device d = DLC_DEVICE_CPU;
+  if (o->backend && dlc_device_parse(o->backend, &d) != DL_OK) d = DLC_DEVICE_CPU;
+  return d;
+}
+
+/* A scenario with a run on a device this machine lacks (backend_equiv
+ * without a GPU) is skipped, saying why, rather than failed. */
+static bool devices_missing(const dlc_scenario *s, const dlc_exec_options *o, char *reason,
+                            size_t len) {
+  for (int i = 0; i < s->nruns; i++)
+    if (!dlc_device_available(dlc_run_device(&s->runs[i], exec_device(o)), reason, len))
+      return true;
+  return false;
+}
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -38,7 +56,8 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
                          const dlc_trace *reuse) {
   progress_ctx p = {.o = o, .scenario = s->name};
   dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
-                        .progress = on_step, .user = &p, .comm = o->comm};
+                        .progress = on_step, .user = &p, .comm = o->comm,
+                        .device = exec_device(o)};
   for (int i = 0; i < s->nruns; i++) {
     /* A variant's run that its overrides left untouched is the correct
      * pipeline's run: its trace is reused, not recomputed. */
@@ -49,7 +68,6 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
     }
     snprintf(p.what, sizeof p.what, "%.60s%.60s", label, runs[i].name); /* a progress label */
     DL_TRY(dlc_run(&runs[i], &ro, &traces[i]));
-    snprintf(traces[i].backend, sizeof traces[i].backend, "%s", o->backend);
     traces[i].scenario_hash = s->hash;
   }
   return DL_OK;
@@ -123,7 +141,7 @@ static dl_status compare_golden(const dlc_scenario *s, const char *path,
   snprintf(spec.a, sizeof spec.a, "%s", r->traces[0].run);
   spec.tol = dlc_tolerance_bitwise();
   const char *rule = dlc_golden_meta_tol(&meta, "params");
-  if (strcmp(r->backend, "cpu") != 0 && rule && dlc_tolerance_parse(rule, &spec.tol))
+  if (strcmp(r->traces[0].backend, "cpu") != 0 && rule && dlc_tolerance_parse(rule, &spec.tol))
     spec.tol = dlc_tolerance_default(DL_F32);
   dlc_trace pair[2] = {r->traces[0], *r->golden_trace};
   st = dlc_check_equivalence(&spec, pair, 2, &r->golden);
@@ -289,6 +307,16 @@ dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
     if (writes_files(o)) DL_TRY(keep_inputs(s, dir, golden));
   }
   DL_TRY(result_alloc(s, o->backend, r));
+  if (devices_missing(s, o, r->skipped, sizeof r->skipped)) {
+    r->ntraces = r->nchecks = 0;
+    /* Every report shows the golden line as SKIP with this evidence. */
+    dlc_verdict_init(&r->golden, "golden", "", "");
+    r->golden.kind = DLC_ERROR;
+    snprintf(r->golden.evidence, sizeof r->golden.evidence, "scenario not run: %s",
+             r->skipped);
+    r->seconds = now_seconds() - t0;
+    return DL_OK;
+  }
   DL_TRY(assess(&src, golden, o->pitfalls, r));
   r->seconds = now_seconds() - t0;
   return DL_OK;
@@ -320,14 +348,14 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
   progress_ctx p = {.o = o, .scenario = s->name};
   snprintf(p.what, sizeof p.what, "record %s", s->runs[0].name);
   dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
-                        .progress = on_step, .user = &p, .comm = o->comm};
+                        .progress = on_step, .user = &p, .comm = o->comm,
+                        .device = exec_device(o)};
   dlc_trace trace;
   DL_TRY(dlc_run(&s->runs[0], &ro, &trace));
   if (!writes_files(o)) {
     dlc_trace_free(&trace);
     return written ? dlc_path(written, len, "%s (by rank 0)", path) : DL_OK;
   }
-  snprintf(trace.backend, sizeof trace.backend, "%s", o->backend);
   trace.scenario_hash = s->hash;
   static dlc_golden_meta meta; /* 14 KiB: off the stack */
   dl_status st = dlc_golden_meta_init(&meta);
@@ -338,7 +366,7 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
   }
   /* The CPU engine promises the same bits everywhere; other backends get
    * float32's default closeness. */
-  bool cpu = strcmp(o->backend, "cpu") == 0;
+  bool cpu = strcmp(trace.backend, "cpu") == 0;
   const char *quantities[] = {"loss", "grad_norm", "params", "buffers"};
   for (int i = 0; !st && i < 4; i++)
     st = dlc_golden_meta_set_tol(&meta, quantities[i], cpu ? "bitwise" : "close(1.3e-6, 1e-5)");

@@ -268,6 +268,7 @@ static void scenario_object(jw *w, const dlc_scenario_result *r) {
   jw_str(w, "description", r->description);
   jw_str(w, "backend", r->backend);
   jw_bool(w, "ok", dlc_result_ok(r));
+  if (r->skipped[0]) jw_str(w, "skipped", r->skipped);
   double checks_seconds = 0;
   jw_open(w, "checks", '[');
   for (int i = 0; i < r->nchecks; i++) {

@@ -32,10 +32,13 @@ typedef struct dlc_scenario_result {
   int ntraces;
   dlc_trace *golden_trace;   /* NULL without a golden */
   double seconds;
+  char skipped[512];         /* non-empty: nothing ran, and why (a run needs a
+                                device this machine lacks) */
 } dlc_scenario_result;
 
 /* Overall: every check passes (or diverges as expected), the golden
- * matches, and with pitfalls every variant is caught. */
+ * matches, and with pitfalls every variant is caught; or the scenario was
+ * skipped (a SKIP, like a missing golden, is not a failure). */
 bool dlc_result_ok(const dlc_scenario_result *r);
 void dlc_result_free(dlc_scenario_result *r);
 

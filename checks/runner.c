@@ -90,6 +90,11 @@ static dl_status train(dlc_rank *r) {
       DL_TRY(dlc_evaluate(r, false));
   }
   DL_TRY(dlc_evaluate(r, true));
+  if (r->rank == 0) {
+    char what[1024];
+    DL_TRY(dlc_trace_set_note(r->sh->trace, "backend",
+                              dlc_backend_describe(r->backend, what, sizeof what)));
+  }
   return dlc_record_final(r);
 }
 
@@ -202,6 +207,8 @@ static dl_status make_comms(dlc_run_shared *sh, const dl_comm *external, dl_comm
 dl_status dlc_run(const dlc_run_config *cfg, const dlc_run_options *opt, dlc_trace *out) {
   dlc_trace_init(out, opt->scenario, cfg->name);
   out->seed = cfg->seed;
+  snprintf(out->backend, sizeof out->backend, "%s",
+           dlc_device_name(dlc_run_device(cfg, opt->device)));
   dlc_run_shared sh = {.cfg = cfg, .opt = opt, .trace = out};
   int W = cfg->parallel.world;
   dl_comm *comms[64] = {0};

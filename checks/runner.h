@@ -20,6 +20,9 @@ typedef struct dlc_run_options {
    * process is rank dl_comm_rank(comm) of every data-parallel run, whose
    * world must equal dl_comm_world(comm); only rank 0's trace is filled. */
   dl_comm *comm;
+  /* The device of runs whose configuration names none (--backend);
+   * DLC_DEVICE_DEFAULT is the CPU. */
+  dlc_device device;
 } dlc_run_options;
 
 /* out must be empty; on failure it is freed and the message names the run. */

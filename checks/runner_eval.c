@@ -46,7 +46,7 @@ static dl_status eval_batches(dlc_rank *r, const dl_indices *idx, dl_batch *b,
      * PyTorch does: dropout left on (M1) shows up as outputs that vary. */
     dl_ctx ctx = {.grad_enabled = !no_grad, .autocast = r->cfg->precision.autocast,
                   .seed = r->cfg->seed, .step = ((int64_t)1 << 40) + r->inference_calls,
-                  .sample_ids = b->ids};
+                  .sample_ids = b->ids, .backend = r->backend};
     const dl_tensor *out;
     DL_TRY(dl_model_forward(r->model, &ctx, &x, &out));
     score(out, &y, take, res);

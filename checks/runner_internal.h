@@ -3,6 +3,7 @@
 #define DLC_RUNNER_INTERNAL_H
 
 #include "amp.h"
+#include "backend_open.h"
 #include "comm/comm.h"
 #include "data.h"
 #include "loader.h"
@@ -31,6 +32,7 @@ typedef struct dlc_rank {
   const dlc_run_config *cfg;
   int rank, world;
   dl_comm *comm;
+  dl_backend *backend;     /* where GEMMs and convolutions run; NULL: the CPU */
   dl_model *model;
   dl_param **params;       /* the model's, in state-dict order */
   int nparams;

@@ -14,7 +14,8 @@
 static dl_ctx train_ctx(dlc_rank *r, const dl_batch *b, int64_t *ids_scratch) {
   const dlc_run_config *c = r->cfg;
   dl_ctx ctx = {.grad_enabled = true, .autocast = c->precision.autocast,
-                .seed = c->seed, .step = r->step, .sample_ids = b->ids};
+                .seed = c->seed, .step = r->step, .sample_ids = b->ids,
+                .backend = r->backend};
   if (c->bug.rank_keyed_noise) {
     /* D7: every rank seeds its noise the same way, by batch row. */
     ctx.sample_ids = NULL;

@@ -286,6 +286,15 @@ static const yu_field parallel_fields[] = {
     {RF("broadcast_buffers", YU_BOOL, parallel.broadcast_buffers)},
 };
 
+static const char *const device_names[] = {"default", "cpu", "cuda", NULL};
+static const char *const math_names[] = {"fp32", "tf32", NULL};
+static const char *const conv_algo_names[] = {"deterministic", "fastest", NULL};
+static const yu_field backend_fields[] = {
+    {RF("device", YU_CHOICE, backend.device), .choices = device_names},
+    {RF("math", YU_CHOICE, backend.math), .choices = math_names},
+    {RF("conv_algo", YU_CHOICE, backend.conv_algo), .choices = conv_algo_names},
+};
+
 static const yu_field checkpoint_fields[] = {
     {RF("at_step", YU_I64, checkpoint.at_step), .range = YU_GE0},
     {RF("optimizer", YU_BOOL, checkpoint.optimizer)},
@@ -324,6 +333,7 @@ _Static_assert(COUNT(bug_fields) * sizeof(bool) == sizeof(dlc_bugs),
   RSUB("data", data_fields), RSUB("optimizer", optim_fields),                            \
   RSUB("schedule", schedule_fields), RSUB("clip", clip_fields),                          \
   RSUB("precision", precision_fields), RSUB("parallel", parallel_fields),                \
+  RSUB("backend", backend_fields),                                                       \
   {RF("accumulation", YU_INT, accumulation), .range = YU_INTS(1, 1 << 20)},              \
   {RF("steps", YU_I64, steps), .range = YU_INTS(1, 1e9)},                                \
   {RF("loss_weight", YU_F32, loss_weight), .range = YU_GT0},                              \

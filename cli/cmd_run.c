@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "cli.h"
 
+#include "backend_open.h"
 #include "execute.h"
 #include "path.h"
 #include "trace.h"
@@ -24,8 +25,13 @@ static const char run_help[] =
     "its trace as that golden file instead (atomically).\n"
     "\n"
     "options:\n"
-    "  --backend cpu        engine backend (default cpu; the CUDA backend cannot run\n"
-    "                       scenarios yet: --backend cuda exits 3)\n"
+    "  --backend cpu|cuda   where runs that name no device compute (default cpu);\n"
+    "                       cuda: GEMMs through cuBLAS and convolutions through cuDNN\n"
+    "                       on GPU <rank> (fp32, deterministic algorithms unless the\n"
+    "                       scenario's backend section asks for tf32 / fastest); exits\n"
+    "                       3 where this build or machine has no CUDA device. Runs\n"
+    "                       whose scenario names a device this machine lacks are\n"
+    "                       reported as SKIP with the reason\n"
     "  --comm local|mpi     communication backend of data-parallel runs (default local:\n"
     "                       ranks are threads); mpi: run under mpirun -np W, each process\n"
     "                       is one rank, rank 0 prints and writes, all exit alike\n"
@@ -81,10 +87,15 @@ static int parse_args(int argc, char **argv, run_args *a) {
     fprintf(stderr, "dlcheck: name at least one scenario directory\n%s", run_help);
     return EXIT_USAGE;
   }
-  if (strcmp(a->backend, "cpu") != 0) {
-    fprintf(stderr, "dlcheck: backend '%s' is not available in this build (this build "
-                    "runs --backend cpu)\n", a->backend);
-    return strcmp(a->backend, "cuda") == 0 ? EXIT_ENVIRONMENT : EXIT_USAGE;
+  dlc_device device;
+  if (dlc_device_parse(a->backend, &device) != DL_OK) {
+    fprintf(stderr, "dlcheck: --backend: %s\n", dl_last_error());
+    return EXIT_USAGE;
+  }
+  char why[512];
+  if (!dlc_device_available(device, why, sizeof why)) {
+    fprintf(stderr, "dlcheck: --backend %s cannot run here: %s\n", a->backend, why);
+    return EXIT_ENVIRONMENT;
   }
   bool mpi_built = false;
 #ifdef DL_HAVE_COMM_MPI

@@ -8,6 +8,7 @@
 #ifndef DL_LAYER_H
 #define DL_LAYER_H
 
+#include "backend.h"
 #include "tensor.h"
 
 #include <stdbool.h>
@@ -90,6 +91,8 @@ typedef struct dl_ctx {
   const int64_t *sample_ids; /* global dataset index of each batch row, for
                                 dropout streams; NULL: the row number */
   dl_hooks hooks;
+  const dl_backend *backend; /* NULL: the CPU; else GEMMs and convolutions run
+                                there (backend.h) */
 } dl_ctx;
 
 typedef struct dl_layer dl_layer;

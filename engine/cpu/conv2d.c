@@ -1,4 +1,5 @@
-/* Conv2d, NCHW, square kernel, stride, zero padding, as im2col + dl_sgemm.
+/* Conv2d, NCHW, square kernel, stride, zero padding, as im2col + dl_sgemm,
+ * or as the context's backend's convolutions (backend.h), bias on the CPU.
  *
  * Per sample n, col_n [R, P] holds the input patches (R = C*k*k patch rows,
  * P = Ho*Wo pixels), and
@@ -329,6 +330,8 @@ typedef struct conv_job {
   float *dx;
   float *gwt;      /* dW^T [rows, O] */
   int64_t nparts;  /* dW: parts of the patch rows */
+  const dl_backend *offload; /* runs the convolutions (backend.h), or NULL */
+  dl_conv2d_shape shape;     /* the geometry as the backend takes it */
 } conv_job;
 
 /* A 1x1 convolution without stride or padding reads x directly. */
@@ -439,10 +442,11 @@ static dl_status amp_operand(int half, const dl_tensor *src, dl_tensor *copy,
 
 /* Scratch of the job: col buffers and half-rounded weight/bias copies. */
 typedef struct conv_scratch {
-  dl_tensor bufs, w, b;
+  dl_tensor bufs, w, b, x;
 } conv_scratch;
 
 static void scratch_free(conv_scratch *s) {
+  dl_tensor_free(&s->x);
   dl_tensor_free(&s->bufs);
   dl_tensor_free(&s->w);
   dl_tensor_free(&s->b);
@@ -454,6 +458,16 @@ static dl_status job_prepare(dl_layer *l, const dl_ctx *ctx, const conv_geom *g,
   j->g = g;
   j->half = (int)ctx->autocast;
   j->x = dl_f32(x);
+  DL_TRY(amp_operand(j->half, &l->params[0].value, &s->w, &j->w));
+  if (l->desc.bias) DL_TRY(amp_operand(j->half, &l->params[1].value, &s->b, &j->b));
+  if (dl_backend_has_conv2d(ctx->backend)) {
+    j->offload = ctx->backend;
+    j->shape = (dl_conv2d_shape){.n = g->n, .c = g->c, .h = g->h, .w = g->w, .o = g->o,
+                                 .k = g->k, .stride = g->stride, .pad = g->pad,
+                                 .oh = g->oh, .ow = g->ow};
+    /* The backend reads x itself: rounded on a copy under autocast. */
+    return amp_operand(j->half, x, &s->x, &j->x);
+  }
   /* A few slices per thread, so that one slowed by a busy core does not
    * hold the others up (as threads.c splits its ranges); dW parts, which
    * each repeat the packing of dy, one per thread. */
@@ -467,8 +481,20 @@ static dl_status job_prepare(dl_layer *l, const dl_ctx *ctx, const conv_geom *g,
   const int64_t shape[3] = {j->nslots, g->rows, g->pixels};
   DL_TRY(dl_tensor_alloc_uninit(&s->bufs, DL_F32, 3, shape, "conv2d im2col"));
   j->bufs = dl_f32(&s->bufs);
-  DL_TRY(amp_operand(j->half, &l->params[0].value, &s->w, &j->w));
-  if (l->desc.bias) DL_TRY(amp_operand(j->half, &l->params[1].value, &s->b, &j->b));
+  return DL_OK;
+}
+
+/* y = conv(x, w) on the backend, then the bias per channel (added after
+ * the sum, as cuDNN's separate bias add does), rounded under autocast. */
+static dl_status offload_forward(conv_job *j) {
+  const conv_geom *g = j->g;
+  DL_TRY(j->offload->conv2d_forward(j->offload->impl, &j->shape, j->x, j->w, j->y));
+  for (int64_t n = 0; j->b && n < g->n; n++)
+    for (int64_t o = 0; o < g->o; o++) {
+      float *plane = j->y + (n * g->o + o) * g->pixels;
+      for (int64_t p = 0; p < g->pixels; p++) plane[p] += j->b[o];
+    }
+  dl_round_inplace(j->y, g->n * g->o * g->pixels, j->half);
   return DL_OK;
 }
 
@@ -479,14 +505,16 @@ static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
   const int64_t shape[4] = {g.n, g.o, g.oh, g.ow};
   DL_TRY(dl_tensor_alloc_uninit(y, DL_F32, 4, shape, "conv2d output"));
   conv_job j;
-  conv_scratch s = {{0}, {0}, {0}};
+  conv_scratch s = {{0}, {0}, {0}, {0}};
   dl_status st = job_prepare(l, ctx, &g, x, &j, &s);
   if (st == DL_OK) {
     j.y = dl_f32(y);
-    dl_parallel_for(j.nslots, 1, conv_forward_slots, &j);
-  } else {
-    dl_tensor_free(y);
+    if (j.offload)
+      st = offload_forward(&j);
+    else
+      dl_parallel_for(j.nslots, 1, conv_forward_slots, &j);
   }
+  if (st != DL_OK) dl_tensor_free(y);
   scratch_free(&s);
   return st;
 }
@@ -542,7 +570,9 @@ static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
       gp = dl_f32(&scratch);
     }
     dl_status st = DL_OK;
-    if (i == 0)
+    if (i == 0 && j->offload)
+      st = j->offload->conv2d_backward_filter(j->offload->impl, &j->shape, j->x, j->dy, gp);
+    else if (i == 0)
       st = weight_grad(j, gp);
     else
       bias_grad(j, gp);
@@ -563,7 +593,7 @@ static dl_status conv_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   conv_geom g;
   DL_TRY(conv_geometry(l, x, &g));
   conv_job j;
-  conv_scratch s = {{0}, {0}, {0}};
+  conv_scratch s = {{0}, {0}, {0}, {0}};
   dl_tensor dyh = {0};
   dl_status st = job_prepare(l, ctx, &g, x, &j, &s);
   if (st == DL_OK) st = amp_operand(j.half, dy, &dyh, &j.dy);
@@ -571,7 +601,11 @@ static dl_status conv_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   if (st == DL_OK && dx) {
     /* Every sample's dx is zeroed (or overwritten) by its slot. */
     st = dl_tensor_alloc_uninit(dx, DL_F32, 4, x->shape, "conv2d input gradient");
-    if (st == DL_OK) {
+    if (st == DL_OK && j.offload) {
+      st = j.offload->conv2d_backward_data(j.offload->impl, &j.shape, j.dy, j.w, dl_f32(dx));
+      if (st == DL_OK) dl_round_inplace(dl_f32(dx), dx->numel, j.half);
+      else dl_tensor_free(dx);
+    } else if (st == DL_OK) {
       j.dx = dl_f32(dx);
       dl_parallel_for(j.nslots, 1, conv_dx_slots, &j);
     }

@@ -1,5 +1,6 @@
 /* Linear: y = x W^T + b over the last dim, any leading dims (x [..., in],
- * W [out, in], b [out]). All products go through dl_sgemm.
+ * W [out, in], b [out]). All products go through dl_sgemm, or the
+ * context's backend (backend.h).
  *
  * AMP emulation (autocast f16/bf16): the GEMM operands (x, W, b, and dy in
  * backward) are rounded to half on copies, accumulation stays float32, and
@@ -71,7 +72,8 @@ static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor 
       for (int64_t r = 1; r < rows; r++) memcpy(yp + r * out, yp, (size_t)out * sizeof *yp);
       beta = 1.0f;
     }
-    dl_sgemm(false, true, rows, out, in, xp, in, wp, in, beta, yp, out);
+    s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, xp, in, wp, in, beta, yp,
+                         out);
     dl_round_inplace(yp, y->numel, (int)ctx->autocast);
   }
   dl_tensor_free(&xh);
@@ -106,7 +108,12 @@ static dl_status weight_grad(const dl_ctx *ctx, dl_param *w, const float *dyp,
   dl_tensor scratch = {0};
   float *g;
   DL_TRY(grad_target(w, &scratch, &g));
-  dl_sgemm(true, false, out, in, rows, dyp, out, xp, in, 0.0f, g, in);
+  dl_status s = dl_backend_sgemm(ctx->backend, true, false, out, in, rows, dyp, out, xp, in,
+                                 0.0f, g, in);
+  if (s != DL_OK) {
+    dl_tensor_free(&scratch);
+    return s;
+  }
   finish_grad(ctx, w, &scratch, g);
   return DL_OK;
 }
@@ -138,10 +145,10 @@ static dl_status linear_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
   if (s == DL_OK) s = amp_operand(ctx, &l->params[0].value, &wh, &wp);
   if (s == DL_OK && dx) {
     s = dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "linear input gradient");
-    if (s == DL_OK) {
-      dl_sgemm(false, false, rows, in, out, dyp, out, wp, in, 0.0f, dl_f32(dx), in);
-      dl_round_inplace(dl_f32(dx), dx->numel, (int)ctx->autocast);
-    }
+    if (s == DL_OK)
+      s = dl_backend_sgemm(ctx->backend, false, false, rows, in, out, dyp, out, wp, in, 0.0f,
+                           dl_f32(dx), in);
+    if (s == DL_OK) dl_round_inplace(dl_f32(dx), dx->numel, (int)ctx->autocast);
   }
   if (s == DL_OK) s = weight_grad(ctx, &l->params[0], dyp, xp, rows, out, in);
   if (s == DL_OK && l->desc.bias) s = bias_grad(ctx, &l->params[1], dyp, rows, out);

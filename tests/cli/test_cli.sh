@@ -36,7 +36,22 @@ expect 2 "unknown command" "$DLCHECK" frobnicate
 expect 0 "run --help" "$DLCHECK" run --help
 expect 2 "unknown option" "$DLCHECK" run --frob "$WORK/small"
 expect 2 "bad --world" "$DLCHECK" run --world 0 "$WORK/small"
-expect 3 "cuda backend unavailable" "$DLCHECK" run --backend cuda "$WORK/small"
+expect 2 "unknown backend" "$DLCHECK" run --backend tpu "$WORK/small"
+contains "names the choices" "expected cpu or cuda"
+# Without a GPU (CI) --backend cuda is an environment failure, and says why;
+# with one (ci/gpu-check.sh) the scenario runs on it.
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  expect 0 "cuda backend runs" "$DLCHECK" run --backend cuda --golden-dir "$GOLDEN" "$WORK/small"
+else
+  expect 3 "cuda backend unavailable" "$DLCHECK" run --backend cuda "$WORK/small"
+  contains "says why" "cannot run here"
+  # A scenario that itself asks for the GPU is skipped with the reason.
+  cp -r "$WORK/small" "$WORK/needs_gpu"
+  sed -i 's/^name: small/name: needs_gpu/' "$WORK/needs_gpu/scenario.yaml"
+  printf 'backend: {device: cuda}\n' >>"$WORK/needs_gpu/scenario.yaml"
+  expect 0 "a GPU scenario skips without a GPU" "$DLCHECK" run --golden-dir "$GOLDEN" "$WORK/needs_gpu"
+  contains "skip says why" "scenario not run"
+fi
 
 # A scenario without a golden: checks run, the golden is skipped with advice.
 expect 0 "run without golden" "$DLCHECK" run --golden-dir "$GOLDEN" "$WORK/small"

@@ -1,0 +1,97 @@
+/* The only place the harness names the CUDA backend: everything else sees
+ * a dl_backend (or NULL, the CPU). */
+#include "backend_open.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef DL_HAVE_CUDA
+#include "cuda/backend.h"
+#endif
+
+dlc_device dlc_run_device(const dlc_run_config *c, dlc_device cli_default) {
+  if (c->backend.device != DLC_DEVICE_DEFAULT) return c->backend.device;
+  return cli_default == DLC_DEVICE_DEFAULT ? DLC_DEVICE_CPU : cli_default;
+}
+
+const char *dlc_device_name(dlc_device d) { return d == DLC_DEVICE_CUDA ? "cuda" : "cpu"; }
+
+dl_status dlc_device_parse(const char *name, dlc_device *out) {
+  if (strcmp(name, "cpu") == 0) *out = DLC_DEVICE_CPU;
+  else if (strcmp(name, "cuda") == 0) *out = DLC_DEVICE_CUDA;
+  else return dl_fail(DL_ERR_INVALID, "unknown backend '%s': expected cpu or cuda", name);
+  return DL_OK;
+}
+
+static const char *cpu_describe(char *buf, size_t len) {
+  snprintf(buf, len, "cpu: dl_sgemm (fmaf in k order, the same bits on every CPU and thread "
+                     "count), im2col convolutions");
+  return buf;
+}
+
+#ifdef DL_HAVE_CUDA
+
+bool dlc_device_available(dlc_device d, char *reason, size_t len) {
+  if (reason && len) reason[0] = '\0';
+  if (d != DLC_DEVICE_CUDA) return true;
+  int n = 0;
+  if (dl_cuda_device_count(&n) == DL_OK && n > 0) return true;
+  if (reason) snprintf(reason, len, "no CUDA device: %s", dl_cuda_no_device_reason());
+  return false;
+}
+
+dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
+                           dl_backend **out) {
+  *out = NULL;
+  if (d != DLC_DEVICE_CUDA) return DL_OK;
+  int n = 0;
+  DL_TRY(dl_cuda_device_count(&n));
+  dl_cuda_backend_options o = {
+      .device = rank % n,
+      .math = c->math == DLC_MATH_TF32 ? DL_CUDA_MATH_TF32 : DL_CUDA_MATH_FP32,
+      .conv = c->conv_algo == DLC_CONV_FASTEST ? DL_CUDA_CONV_FASTEST
+                                               : DL_CUDA_CONV_DETERMINISTIC};
+  return dl_cuda_backend_create(&o, out);
+}
+
+void dlc_backend_close(dl_backend *b) { dl_cuda_backend_destroy(b); }
+
+const char *dlc_backend_describe(const dl_backend *b, char *buf, size_t len) {
+  if (!b) return cpu_describe(buf, len);
+  char dev[512], algos[512];
+  dl_cuda_backend_describe(b, dev, sizeof dev);
+  dl_cuda_backend_algorithms(b, algos, sizeof algos);
+  snprintf(buf, len, "%s; convolutions: %s", dev, algos[0] ? algos : "none run");
+  return buf;
+}
+
+#else /* a build without nvcc */
+
+static const char no_cuda[] =
+    "this build has no CUDA backend: nvcc was not found when it was configured "
+    "(put nvcc on PATH and configure again)";
+
+bool dlc_device_available(dlc_device d, char *reason, size_t len) {
+  if (reason && len) reason[0] = '\0';
+  if (d != DLC_DEVICE_CUDA) return true;
+  if (reason) snprintf(reason, len, "%s", no_cuda);
+  return false;
+}
+
+dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
+                           dl_backend **out) {
+  (void)c;
+  (void)rank;
+  *out = NULL;
+  if (d != DLC_DEVICE_CUDA) return DL_OK;
+  return dl_fail(DL_ERR_UNSUPPORTED, "%s", no_cuda);
+}
+
+void dlc_backend_close(dl_backend *b) { (void)b; }
+
+const char *dlc_backend_describe(const dl_backend *b, char *buf, size_t len) {
+  (void)b;
+  return cpu_describe(buf, len);
+}
+
+#endif

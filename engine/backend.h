@@ -1,0 +1,56 @@
+/* Where a layer's heavy arithmetic runs: matrix multiplies and
+ * convolutions. A dl_ctx with backend == NULL runs everything on the CPU
+ * (dl_sgemm, im2col). A backend takes over the operations it provides
+ * (a NULL function pointer leaves that one on the CPU); the layers keep
+ * everything else - bias, AMP rounding, gradient accumulation - so a
+ * backend changes only the summation order of these operations, which is
+ * exactly the difference a CPU-vs-GPU comparison has to measure.
+ *
+ * All arrays are host arrays: the backend moves them where it computes
+ * (engine/cuda/backend.c uploads to the GPU, runs cuBLAS or cuDNN and
+ * downloads). A backend is used by one thread at a time: give each rank
+ * thread its own. */
+#ifndef DL_BACKEND_H
+#define DL_BACKEND_H
+
+#include "status.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* One 2-D convolution: input [n, c, h, w], weight [o, c, k, k], output
+ * [n, o, oh, ow], stride and zero padding the same in both directions.
+ * Cross-correlation, as torch.nn.Conv2d; no bias (the layer adds it). */
+typedef struct dl_conv2d_shape {
+  int64_t n, c, h, w;
+  int64_t o, k, stride, pad;
+  int64_t oh, ow;
+} dl_conv2d_shape;
+
+typedef struct dl_backend {
+  const char *name; /* "cuda": names the backend in messages */
+  void *impl;       /* the backend's state, passed back to each function */
+  /* dl_sgemm's contract (cpu/gemm.h): C = beta C + op(A) op(B), row-major,
+   * beta 0 or 1; only the summation order is the backend's. */
+  dl_status (*sgemm)(void *impl, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                     int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float beta, float *C, int64_t ldc);
+  /* y = conv(x, w); dx = the gradient w.r.t. x given dy; dw = the gradient
+   * w.r.t. w given x and dy. Each overwrites its output. */
+  dl_status (*conv2d_forward)(void *impl, const dl_conv2d_shape *g, const float *x,
+                              const float *w, float *y);
+  dl_status (*conv2d_backward_data)(void *impl, const dl_conv2d_shape *g, const float *dy,
+                                    const float *w, float *dx);
+  dl_status (*conv2d_backward_filter)(void *impl, const dl_conv2d_shape *g, const float *x,
+                                      const float *dy, float *dw);
+} dl_backend;
+
+/* dl_sgemm on `b` when it provides sgemm, else on the CPU (DL_OK). */
+dl_status dl_backend_sgemm(const dl_backend *b, bool trans_a, bool trans_b, int64_t M,
+                           int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                           int64_t ldb, float beta, float *C, int64_t ldc);
+
+/* Whether b runs convolutions (all three operations). */
+bool dl_backend_has_conv2d(const dl_backend *b);
+
+#endif

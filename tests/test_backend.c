@@ -1,0 +1,385 @@
+/* The backend dispatch (engine/backend.h) and the layers' offload paths
+ * (linear.c, conv2d.c), with a test backend that runs on the host: its GEMM
+ * is dl_sgemm_ref and its convolutions are direct loops in double,
+ * written independently of im2col. Checked: which operations reach the
+ * backend, that results agree with the CPU path, that AMP rounds the
+ * operands before they leave, that gradient accumulation still holds, and
+ * that a backend failure comes back as the layer's error without leaks.
+ * The CUDA backend's own tests (test_cuda_backend.c) need a GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "backend.h"
+#include "cpu/gemm.h"
+#include "cpu/kinds.h"
+#include "gradcheck.h"
+#include "half.h"
+
+/* ---- the host test backend ---- */
+
+typedef struct host_backend {
+  int sgemm_calls, fwd_calls, data_calls, filter_calls;
+  bool fail;          /* every call fails with DL_ERR_IO */
+  int half;           /* expect operands rounded to this half type (0: any) */
+  bool operands_rounded; /* stays true while every operand seen was */
+} host_backend;
+
+static void expect_rounded(host_backend *hb, const float *x, int64_t n) {
+  for (int64_t i = 0; hb->half && i < n; i++) {
+    float r = hb->half == DL_F16 ? dl_round_f16(x[i]) : dl_round_bf16(x[i]);
+    if (r != x[i]) hb->operands_rounded = false;
+  }
+}
+
+static dl_status host_sgemm(void *impl, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                            const float *A, int64_t lda, const float *B, int64_t ldb,
+                            float beta, float *C, int64_t ldc) {
+  host_backend *hb = impl;
+  hb->sgemm_calls++;
+  if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: sgemm failed on purpose");
+  expect_rounded(hb, A, ta ? K * lda : M * lda);
+  expect_rounded(hb, B, tb ? N * ldb : K * ldb);
+  dl_sgemm_ref(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  return DL_OK;
+}
+
+static int64_t x_at(const dl_conv2d_shape *g, int64_t n, int64_t c, int64_t h, int64_t w) {
+  return ((n * g->c + c) * g->h + h) * g->w + w;
+}
+static int64_t w_at(const dl_conv2d_shape *g, int64_t o, int64_t c, int64_t i, int64_t j) {
+  return ((o * g->c + c) * g->k + i) * g->k + j;
+}
+static int64_t y_at(const dl_conv2d_shape *g, int64_t n, int64_t o, int64_t h, int64_t w) {
+  return ((n * g->o + o) * g->oh + h) * g->ow + w;
+}
+
+/* Calls f(n, o, c, oh, ow, ih, iw, ki, kj) for every product of the
+ * convolution that does not touch padding. */
+#define FOR_EACH_TAP(g, body)                                                          \
+  for (int64_t n = 0; n < (g)->n; n++)                                                 \
+    for (int64_t o = 0; o < (g)->o; o++)                                               \
+      for (int64_t oh = 0; oh < (g)->oh; oh++)                                         \
+        for (int64_t ow = 0; ow < (g)->ow; ow++)                                       \
+          for (int64_t c = 0; c < (g)->c; c++)                                         \
+            for (int64_t ki = 0; ki < (g)->k; ki++)                                    \
+              for (int64_t kj = 0; kj < (g)->k; kj++) {                                \
+                int64_t ih = oh * (g)->stride - (g)->pad + ki;                         \
+                int64_t iw = ow * (g)->stride - (g)->pad + kj;                         \
+                if (ih < 0 || ih >= (g)->h || iw < 0 || iw >= (g)->w) continue;        \
+                body;                                                                  \
+              }
+
+static double *zeros(int64_t n) {
+  double *d = calloc((size_t)n, sizeof *d);
+  assert_non_null(d);
+  return d;
+}
+
+static void store(float *dst, double *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) dst[i] = (float)src[i];
+  free(src);
+}
+
+static dl_status host_conv_fwd(void *impl, const dl_conv2d_shape *g, const float *x,
+                               const float *w, float *y) {
+  host_backend *hb = impl;
+  hb->fwd_calls++;
+  if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: conv forward failed on purpose");
+  expect_rounded(hb, x, g->n * g->c * g->h * g->w);
+  expect_rounded(hb, w, g->o * g->c * g->k * g->k);
+  double *acc = zeros(g->n * g->o * g->oh * g->ow);
+  FOR_EACH_TAP(g, acc[y_at(g, n, o, oh, ow)] +=
+                  (double)x[x_at(g, n, c, ih, iw)] * w[w_at(g, o, c, ki, kj)]);
+  store(y, acc, g->n * g->o * g->oh * g->ow);
+  return DL_OK;
+}
+
+static dl_status host_conv_data(void *impl, const dl_conv2d_shape *g, const float *dy,
+                                const float *w, float *dx) {
+  host_backend *hb = impl;
+  hb->data_calls++;
+  if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: conv data failed on purpose");
+  double *acc = zeros(g->n * g->c * g->h * g->w);
+  FOR_EACH_TAP(g, acc[x_at(g, n, c, ih, iw)] +=
+                  (double)dy[y_at(g, n, o, oh, ow)] * w[w_at(g, o, c, ki, kj)]);
+  store(dx, acc, g->n * g->c * g->h * g->w);
+  return DL_OK;
+}
+
+static dl_status host_conv_filter(void *impl, const dl_conv2d_shape *g, const float *x,
+                                  const float *dy, float *dw) {
+  host_backend *hb = impl;
+  hb->filter_calls++;
+  if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: conv filter failed on purpose");
+  double *acc = zeros(g->o * g->c * g->k * g->k);
+  FOR_EACH_TAP(g, acc[w_at(g, o, c, ki, kj)] +=
+                  (double)dy[y_at(g, n, o, oh, ow)] * x[x_at(g, n, c, ih, iw)]);
+  store(dw, acc, g->o * g->c * g->k * g->k);
+  return DL_OK;
+}
+
+static dl_backend host_backend_table(host_backend *hb) {
+  *hb = (host_backend){.operands_rounded = true};
+  return (dl_backend){.name = "host", .impl = hb, .sgemm = host_sgemm,
+                      .conv2d_forward = host_conv_fwd, .conv2d_backward_data = host_conv_data,
+                      .conv2d_backward_filter = host_conv_filter};
+}
+
+/* ---- running a layer with and without the backend ---- */
+
+typedef struct pass {
+  dl_tensor y, dx;
+  dl_tensor grads[2];
+} pass;
+
+static void pass_free(pass *p) {
+  dl_tensor_free(&p->y);
+  dl_tensor_free(&p->dx);
+  for (int i = 0; i < 2; i++) dl_tensor_free(&p->grads[i]);
+}
+
+/* Forward, backward with dy = y, `times` backward passes accumulating. */
+static dl_status run_pass(const dl_layer_desc *d, const dl_tensor *x, const dl_backend *b,
+                          dl_dtype autocast, int times, pass *out) {
+  memset(out, 0, sizeof *out);
+  dl_layer l;
+  assert_int_equal(dl_layer_init(&l, d, "0.", 0, 5), DL_OK);
+  dl_ctx ctx = gc_ctx();
+  ctx.backend = b;
+  ctx.autocast = autocast;
+  dl_status s = l.ops->forward(&l, &ctx, x, &out->y);
+  for (int t = 0; s == DL_OK && t < times; t++) {
+    dl_tensor_free(&out->dx);
+    s = l.ops->backward(&l, &ctx, x, &out->y, &out->y, &out->dx);
+  }
+  for (int i = 0; s == DL_OK && i < l.nparams; i++)
+    s = dl_tensor_clone(&out->grads[i], &l.params[i].grad, "grad");
+  dl_layer_destroy(&l);
+  if (s != DL_OK) pass_free(out);
+  return s;
+}
+
+/* |a - b| <= 1e-5 + 1e-5 |b|: both are float32 roundings of sums of at
+ * most a few hundred products of values in [-1, 1] (the CPU in float32 in
+ * im2col order, the test backend in double): each is within ~3e-6 of the
+ * exact sum. */
+static void assert_close(const dl_tensor *a, const dl_tensor *b, const char *what) {
+  assert_int_equal(a->numel, b->numel);
+  for (int64_t i = 0; i < a->numel; i++) {
+    float u = dl_f32(a)[i], v = dl_f32(b)[i];
+    if (!(fabsf(u - v) <= 1e-5f + 1e-5f * fabsf(v)))
+      fail_msg("%s[%lld]: backend %.9g vs cpu %.9g", what, (long long)i, u, v);
+  }
+}
+
+static void assert_same_pass(const pass *a, const pass *b, bool bitwise) {
+  const dl_tensor *ta[] = {&a->y, &a->dx, &a->grads[0], &a->grads[1]};
+  const dl_tensor *tb[] = {&b->y, &b->dx, &b->grads[0], &b->grads[1]};
+  const char *names[] = {"y", "dx", "weight grad", "bias grad"};
+  for (int i = 0; i < 4; i++) {
+    if (dl_tensor_empty(tb[i])) continue;
+    if (bitwise) assert_true(gc_same_bytes(ta[i], tb[i], names[i]));
+    else assert_close(ta[i], tb[i], names[i]);
+  }
+}
+
+static dl_tensor random_input(int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                              uint64_t seed) {
+  dl_tensor x = {0};
+  assert_int_equal(dl_tensor_f32(&x, ndim, d0, d1, d2, d3, "x"), DL_OK);
+  gc_fill_uniform(&x, seed, -1.0f, 1.0f);
+  return x;
+}
+
+/* ---- tests ---- */
+
+/* No backend and a backend without sgemm both mean dl_sgemm. */
+static void dispatch_falls_back_to_the_cpu(void **state) {
+  (void)state;
+  float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, -1, 2, 0, 3, 1}, c1[4], c2[4], c3[4];
+  dl_backend empty = {.name = "empty"};
+  assert_int_equal(dl_backend_sgemm(NULL, false, false, 2, 2, 3, a, 3, b, 2, 0, c1, 2), DL_OK);
+  assert_int_equal(dl_backend_sgemm(&empty, false, false, 2, 2, 3, a, 3, b, 2, 0, c2, 2), DL_OK);
+  dl_sgemm_ref(false, false, 2, 2, 3, a, 3, b, 2, 0, c3, 2);
+  assert_memory_equal(c1, c3, sizeof c3);
+  assert_memory_equal(c2, c3, sizeof c3);
+  assert_false(dl_backend_has_conv2d(NULL));
+  assert_false(dl_backend_has_conv2d(&empty));
+  host_backend hb;
+  dl_backend full = host_backend_table(&hb);
+  assert_true(dl_backend_has_conv2d(&full));
+  full.conv2d_backward_filter = NULL; /* all three or none */
+  assert_false(dl_backend_has_conv2d(&full));
+}
+
+/* Linear's three GEMMs reach the backend; dl_sgemm_ref is dl_sgemm's
+ * definition, so the results are the CPU's bit for bit. */
+static void linear_gemms_go_to_the_backend(void **state) {
+  (void)state;
+  dl_layer_desc d = dl_layer_default(DL_LINEAR);
+  d.in = 7;
+  d.out = 5;
+  dl_tensor x = random_input(3, 2, 3, 7, 0, 1);
+  host_backend hb;
+  dl_backend b = host_backend_table(&hb);
+  pass cpu, off;
+  assert_int_equal(run_pass(&d, &x, NULL, DL_F32, 1, &cpu), DL_OK);
+  assert_int_equal(run_pass(&d, &x, &b, DL_F32, 1, &off), DL_OK);
+  assert_int_equal(hb.sgemm_calls, 3); /* y, dx, dW; db is a row sum */
+  assert_same_pass(&off, &cpu, true);
+  pass_free(&cpu);
+  pass_free(&off);
+  dl_tensor_free(&x);
+}
+
+typedef struct conv_case {
+  int64_t n, c, h, w, o;
+  int k, stride, pad;
+  bool bias;
+} conv_case;
+
+static const conv_case conv_cases[] = {
+    {2, 3, 6, 6, 4, 3, 1, 1, true}, {2, 2, 7, 9, 3, 5, 1, 2, false},
+    {1, 3, 8, 7, 2, 3, 2, 1, true}, {2, 4, 5, 5, 3, 1, 1, 0, true},
+};
+
+static dl_layer_desc conv_desc(const conv_case *c) {
+  dl_layer_desc d = dl_layer_default(DL_CONV2D);
+  d.in = c->c;
+  d.out = c->o;
+  d.kernel = c->k;
+  d.stride = c->stride;
+  d.padding = c->pad;
+  d.bias = c->bias;
+  return d;
+}
+
+/* The whole convolution goes to the backend (one call per operation), the
+ * bias stays with the layer, and results agree with im2col. */
+static void conv_offload_matches_im2col(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
+    const conv_case *c = &conv_cases[i];
+    dl_layer_desc d = conv_desc(c);
+    dl_tensor x = random_input(4, c->n, c->c, c->h, c->w, 20 + i);
+    host_backend hb;
+    dl_backend b = host_backend_table(&hb);
+    pass cpu, off;
+    assert_int_equal(run_pass(&d, &x, NULL, DL_F32, 1, &cpu), DL_OK);
+    assert_int_equal(run_pass(&d, &x, &b, DL_F32, 1, &off), DL_OK);
+    assert_int_equal(hb.fwd_calls, 1);
+    assert_int_equal(hb.data_calls, 1);
+    assert_int_equal(hb.filter_calls, 1);
+    assert_int_equal(hb.sgemm_calls, 0);
+    assert_same_pass(&off, &cpu, false);
+    pass_free(&cpu);
+    pass_free(&off);
+    dl_tensor_free(&x);
+  }
+}
+
+/* Two backward passes: the gradient is the sum of both, as on the CPU. */
+static void offloaded_gradients_accumulate(void **state) {
+  (void)state;
+  const conv_case *c = &conv_cases[0];
+  dl_layer_desc d = conv_desc(c);
+  dl_tensor x = random_input(4, c->n, c->c, c->h, c->w, 3);
+  host_backend hb;
+  dl_backend b = host_backend_table(&hb);
+  pass once, twice;
+  assert_int_equal(run_pass(&d, &x, &b, DL_F32, 1, &once), DL_OK);
+  assert_int_equal(run_pass(&d, &x, &b, DL_F32, 2, &twice), DL_OK);
+  for (int p = 0; p < 2; p++)
+    for (int64_t i = 0; i < once.grads[p].numel; i++)
+      assert_true(dl_f32(&twice.grads[p])[i] == 2.0f * dl_f32(&once.grads[p])[i]);
+  pass_free(&once);
+  pass_free(&twice);
+  dl_tensor_free(&x);
+}
+
+/* Under autocast the operands leave rounded to half, and the results agree
+ * with the CPU's emulation within half precision (2^-11 relative, plus the
+ * output rounding of each side). */
+static void autocast_rounds_what_the_backend_sees(void **state) {
+  (void)state;
+  const dl_dtype halves[] = {DL_F16, DL_BF16};
+  for (int h = 0; h < 2; h++) {
+    const conv_case *c = &conv_cases[2];
+    dl_layer_desc d = conv_desc(c);
+    dl_tensor x = random_input(4, c->n, c->c, c->h, c->w, 4);
+    host_backend hb;
+    dl_backend b = host_backend_table(&hb);
+    hb.half = halves[h];
+    pass cpu, off;
+    assert_int_equal(run_pass(&d, &x, NULL, halves[h], 1, &cpu), DL_OK);
+    assert_int_equal(run_pass(&d, &x, &b, halves[h], 1, &off), DL_OK);
+    assert_true(hb.operands_rounded);
+    float tol = halves[h] == DL_F16 ? 2e-3f : 1.6e-2f;
+    for (int64_t i = 0; i < cpu.y.numel; i++)
+      assert_true(fabsf(dl_f32(&off.y)[i] - dl_f32(&cpu.y)[i]) <= tol * (1 + fabsf(dl_f32(&cpu.y)[i])));
+    pass_free(&cpu);
+    pass_free(&off);
+    dl_tensor_free(&x);
+
+    dl_layer_desc lin = dl_layer_default(DL_LINEAR);
+    lin.in = 6;
+    lin.out = 3;
+    dl_tensor xl = random_input(2, 4, 6, 0, 0, 5);
+    assert_int_equal(run_pass(&lin, &xl, &b, halves[h], 1, &off), DL_OK);
+    assert_true(hb.operands_rounded);
+    pass_free(&off);
+    dl_tensor_free(&xl);
+  }
+}
+
+/* A failing backend: the layer returns its error and message, frees what
+ * it allocated (ASan/valgrind see no leak) and leaves grads alone. */
+static void backend_failure_is_the_layers_error(void **state) {
+  (void)state;
+  host_backend hb;
+  dl_backend b = host_backend_table(&hb);
+  hb.fail = true;
+  const conv_case *c = &conv_cases[0];
+  dl_layer_desc descs[2] = {conv_desc(c), dl_layer_default(DL_LINEAR)};
+  descs[1].in = c->w;
+  descs[1].out = 2;
+  dl_tensor x = random_input(4, c->n, c->c, c->h, c->w, 6);
+  for (int i = 0; i < 2; i++) {
+    pass p;
+    assert_int_equal(run_pass(&descs[i], &x, &b, DL_F32, 1, &p), DL_ERR_IO);
+    assert_non_null(strstr(dl_last_error(), "failed on purpose"));
+  }
+  /* Forward fine, backward failing: no gradient is marked present. */
+  hb.fail = false;
+  dl_layer l;
+  assert_int_equal(dl_layer_init(&l, &descs[0], "0.", 0, 5), DL_OK);
+  dl_ctx ctx = gc_ctx();
+  ctx.backend = &b;
+  dl_tensor y = {0}, dx = {0};
+  assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
+  hb.fail = true;
+  assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &y, &dx), DL_ERR_IO);
+  assert_false(l.params[0].has_grad);
+  assert_true(dl_tensor_empty(&dx));
+  dl_tensor_free(&y);
+  dl_layer_destroy(&l);
+  dl_tensor_free(&x);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(dispatch_falls_back_to_the_cpu),
+      cmocka_unit_test(linear_gemms_go_to_the_backend),
+      cmocka_unit_test(conv_offload_matches_im2col),
+      cmocka_unit_test(offloaded_gradients_accumulate),
+      cmocka_unit_test(autocast_rounds_what_the_backend_sees),
+      cmocka_unit_test(backend_failure_is_the_layers_error),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
