@@ -23,9 +23,11 @@ dl_status dlc_device_parse(const char *name, dlc_device *out) {
   return DL_OK;
 }
 
-static const char *cpu_describe(char *buf, size_t len) {
-  snprintf(buf, len, "cpu: dl_sgemm (fmaf in k order, the same bits on every CPU and thread "
-                     "count), im2col convolutions");
+/* The CPU, or a backend this file did not open (a test's). */
+static const char *cpu_describe(const dl_backend *b, char *buf, size_t len) {
+  if (b) snprintf(buf, len, "%s backend", b->name ? b->name : "unnamed");
+  else snprintf(buf, len, "cpu: dl_sgemm (fmaf in k order, the same bits on every CPU and "
+                          "thread count), im2col convolutions");
   return buf;
 }
 
@@ -57,7 +59,7 @@ dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
 void dlc_backend_close(dl_backend *b) { dl_cuda_backend_destroy(b); }
 
 const char *dlc_backend_describe(const dl_backend *b, char *buf, size_t len) {
-  if (!b) return cpu_describe(buf, len);
+  if (!b || !b->name || strcmp(b->name, "cuda") != 0) return cpu_describe(b, buf, len);
   char dev[512], algos[512];
   dl_cuda_backend_describe(b, dev, sizeof dev);
   dl_cuda_backend_algorithms(b, algos, sizeof algos);
@@ -90,8 +92,7 @@ dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
 void dlc_backend_close(dl_backend *b) { (void)b; }
 
 const char *dlc_backend_describe(const dl_backend *b, char *buf, size_t len) {
-  (void)b;
-  return cpu_describe(buf, len);
+  return cpu_describe(b, buf, len);
 }
 
 #endif

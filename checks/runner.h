@@ -23,6 +23,9 @@ typedef struct dlc_run_options {
   /* The device of runs whose configuration names none (--backend);
    * DLC_DEVICE_DEFAULT is the CPU. */
   dlc_device device;
+  /* Tests: every rank computes on this backend instead of opening the
+   * run's device (a host backend stands in for a GPU; world 1). */
+  const dl_backend *backend_override;
 } dlc_run_options;
 
 /* out must be empty; on failure it is freed and the message names the run. */

@@ -33,6 +33,7 @@ typedef struct dlc_rank {
   int rank, world;
   dl_comm *comm;
   dl_backend *backend;     /* where GEMMs and convolutions run; NULL: the CPU */
+  bool backend_owned;      /* opened here (else the options' override) */
   dl_model *model;
   dl_param **params;       /* the model's, in state-dict order */
   int nparams;

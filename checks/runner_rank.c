@@ -126,8 +126,13 @@ dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank) {
                                                    : DL_SCALER_OFF,
                  pc->init_scale, pc->growth_factor, pc->backoff_factor, pc->growth_interval);
   DL_TRY(make_schedule(r));
-  DL_TRY(dlc_backend_open(&r->cfg->backend, dlc_run_device(r->cfg, sh->opt->device), rank,
-                          &r->backend));
+  if (sh->opt->backend_override) {
+    r->backend = (dl_backend *)sh->opt->backend_override;
+  } else {
+    DL_TRY(dlc_backend_open(&r->cfg->backend, dlc_run_device(r->cfg, sh->opt->device), rank,
+                            &r->backend));
+    r->backend_owned = true;
+  }
   make_sampler(r);
   r->micro = calloc((size_t)r->cfg->accumulation, sizeof *r->micro);
   if (!r->micro) return dl_fail(DL_ERR_NOMEM, "out of memory for micro-batches");
@@ -139,7 +144,7 @@ dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank) {
 void dlc_rank_teardown(dlc_rank *r) {
   dl_optim_destroy(r->optim);
   dl_model_destroy(r->model);
-  dlc_backend_close(r->backend);
+  if (r->backend_owned) dlc_backend_close(r->backend);
   free(r->params);
   if (r->micro)
     for (int k = 0; k < r->cfg->accumulation; k++) dl_batch_free(&r->micro[k]);
