@@ -283,6 +283,20 @@ static dl_status scenario_section(FILE *f, const dlc_scenario_result *r, int ind
   fputs("</p>\n<p class=\"note\">backend ", f);
   text(f, r->backend);
   fprintf(f, ", %.2f s</p>\n", isfinite(r->seconds) ? r->seconds : 0.0);
+  if (r->skipped[0]) {
+    fputs("<p>Not run: ", f);
+    text(f, r->skipped);
+    fputs("</p>\n", f);
+  }
+  for (int i = 0; i < r->ntraces; i++) { /* where each non-CPU run computed */
+    const char *where = dlc_trace_note(&r->traces[i], "backend");
+    if (!where || strcmp(r->traces[i].backend, "cpu") == 0) continue;
+    fputs("<p class=\"note\">", f);
+    text(f, r->traces[i].run);
+    fputs(": ", f);
+    text(f, where);
+    fputs("</p>\n", f);
+  }
   checks_table(f, r);
   pitfalls_table(f, r);
   runs all = all_runs(r);

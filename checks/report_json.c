@@ -247,6 +247,9 @@ static void pitfall_object(jw *w, const dlc_pitfall_outcome *p) {
 static void run_object(jw *w, const dlc_trace *t) {
   jw_open(w, NULL, '{');
   jw_str(w, "name", t->run);
+  jw_str(w, "backend", t->backend);
+  const char *where = dlc_trace_note(t, "backend"); /* device, libraries, algorithms */
+  if (where) jw_str(w, "backend_detail", where);
   const dlc_series *loss = dlc_trace_series(t, "loss");
   int64_t steps = loss ? loss->n : 0;
   for (int i = 0; !loss && i < t->nseries; i++)

@@ -68,6 +68,8 @@ contains "G2 caught" "caught    G2"
 for f in report.json junit.xml report.html; do
   [ -s "$WORK/report/$f" ] && ok "wrote $f" || bad "wrote $f"
 done
+grep -q '"backend_detail": *"cpu: dl_sgemm' "$WORK/report/report.json" &&
+  ok "report.json says where each run computed" || bad "report.json backend_detail"
 if command -v xmllint >/dev/null; then
   expect 0 "junit.xml validates against the JUnit schema" \
     xmllint --noout --schema "$ROOT/tests/data/junit.xsd" "$WORK/report/junit.xml"
