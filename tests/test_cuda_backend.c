@@ -466,16 +466,21 @@ static void test_linear_fp32(void **state) {
   assert_int_equal(dl_cuda_mem_current(), before);
 }
 
+/* Every geometry of conv_specs within the fp32 bound. */
+static void compare_conv_specs(dl_backend *b) {
+  for (size_t i = 0; i < NCONV; i++) {
+    char name[64];
+    layer_case c = conv_case(&conv_specs[i], name, sizeof name);
+    compare_case(&c, b, 0.0, NULL);
+  }
+}
+
 static void test_conv_fp32(void **state) {
   (void)state;
   const int64_t before = dl_cuda_mem_current();
   dl_backend *b = backend_or_skip(DL_CUDA_MATH_FP32, DL_CUDA_CONV_DETERMINISTIC);
   if (have_conv(b)) {
-    for (size_t i = 0; i < NCONV; i++) {
-      char name[64];
-      layer_case c = conv_case(&conv_specs[i], name, sizeof name);
-      compare_case(&c, b, 0.0, NULL);
-    }
+    compare_conv_specs(b);
     char text[1024];
     printf("algorithms: %s\n", dl_cuda_backend_algorithms(b, text, sizeof text));
     assert_true(contains(text, "fwd ") && contains(text, "bwd-data ") &&
@@ -533,11 +538,7 @@ static void test_conv_fastest(void **state) {
   (void)state;
   dl_backend *b = backend_or_skip(DL_CUDA_MATH_FP32, DL_CUDA_CONV_FASTEST);
   if (have_conv(b)) {
-    for (size_t i = 0; i < NCONV; i++) {
-      char name[64];
-      layer_case c = conv_case(&conv_specs[i], name, sizeof name);
-      compare_case(&c, b, 0.0, NULL);
-    }
+    compare_conv_specs(b);
     char text[1024];
     printf("fastest: %s\n", dl_cuda_backend_algorithms(b, text, sizeof text));
   }
