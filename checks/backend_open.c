@@ -31,14 +31,18 @@ static const char *cpu_describe(const dl_backend *b, char *buf, size_t len) {
   return buf;
 }
 
-#ifdef DL_HAVE_CUDA
-
 bool dlc_device_available(dlc_device d, char *reason, size_t len) {
   if (reason && len) reason[0] = '\0';
   if (d != DLC_DEVICE_CUDA) return true;
+#ifdef DL_HAVE_CUDA
   int n = 0;
   if (dl_cuda_device_count(&n) == DL_OK && n > 0) return true;
   if (reason) snprintf(reason, len, "no CUDA device: %s", dl_cuda_no_device_reason());
+#else
+  if (reason)
+    snprintf(reason, len, "this build has no CUDA backend: nvcc was not found when it was "
+                          "configured (put nvcc on PATH and configure again)");
+#endif
   return false;
 }
 
@@ -46,6 +50,9 @@ dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
                            dl_backend **out) {
   *out = NULL;
   if (d != DLC_DEVICE_CUDA) return DL_OK;
+  char why[512];
+  if (!dlc_device_available(d, why, sizeof why)) return dl_fail(DL_ERR_UNSUPPORTED, "%s", why);
+#ifdef DL_HAVE_CUDA
   int n = 0;
   DL_TRY(dl_cuda_device_count(&n));
   dl_cuda_backend_options o = {
@@ -54,7 +61,14 @@ dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
       .conv = c->conv_algo == DLC_CONV_FASTEST ? DL_CUDA_CONV_FASTEST
                                                : DL_CUDA_CONV_DETERMINISTIC};
   return dl_cuda_backend_create(&o, out);
+#else
+  (void)c;
+  (void)rank;
+  return dl_fail(DL_ERR_INTERNAL, "no CUDA backend in this build"); /* unreachable */
+#endif
 }
+
+#ifdef DL_HAVE_CUDA
 
 void dlc_backend_close(dl_backend *b) { dl_cuda_backend_destroy(b); }
 
@@ -67,27 +81,7 @@ const char *dlc_backend_describe(const dl_backend *b, char *buf, size_t len) {
   return buf;
 }
 
-#else /* a build without nvcc */
-
-static const char no_cuda[] =
-    "this build has no CUDA backend: nvcc was not found when it was configured "
-    "(put nvcc on PATH and configure again)";
-
-bool dlc_device_available(dlc_device d, char *reason, size_t len) {
-  if (reason && len) reason[0] = '\0';
-  if (d != DLC_DEVICE_CUDA) return true;
-  if (reason) snprintf(reason, len, "%s", no_cuda);
-  return false;
-}
-
-dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
-                           dl_backend **out) {
-  (void)c;
-  (void)rank;
-  *out = NULL;
-  if (d != DLC_DEVICE_CUDA) return DL_OK;
-  return dl_fail(DL_ERR_UNSUPPORTED, "%s", no_cuda);
-}
+#else /* a build without nvcc: nothing is ever opened */
 
 void dlc_backend_close(dl_backend *b) { (void)b; }
 

@@ -161,12 +161,9 @@ static dl_status sgemm_run(cuda_backend *cb, const sgemm_args *a) {
   if (!a->C || (a->K > 0 && (!a->A || !a->B)))
     return dl_fail(DL_ERR_INVALID, "a NULL matrix (A %p, B %p, C %p)", (const void *)a->A,
                    (const void *)a->B, (void *)a->C);
-  if (a->K == 0) { /* an empty sum: C = beta C, and beta is 0 or 1 */
-    if (a->beta == 0.0f)
-      for (int64_t m = 0; m < a->M; m++) memset(a->C + m * a->ldc, 0, (size_t)a->N * sizeof(float));
-    else if (a->beta != 1.0f)
-      for (int64_t m = 0; m < a->M; m++)
-        for (int64_t n = 0; n < a->N; n++) a->C[m * a->ldc + n] *= a->beta;
+  if (a->K == 0) { /* an empty sum: C = beta C, beta 0 or 1 (dl_sgemm's contract) */
+    for (int64_t m = 0; a->beta == 0.0f && m < a->M; m++)
+      memset(a->C + m * a->ldc, 0, (size_t)a->N * sizeof(float));
     return DL_OK;
   }
   DL_TRY(dl_cuda_enter(cb->ctx, "cuda backend sgemm"));
@@ -330,6 +327,9 @@ typedef struct algo_perf {
   (dst)[i_] = (algo_perf){(int)(src)[i_].algo, (src)[i_].status, (src)[i_].memory,             \
                           (src)[i_].determinism, (src)[i_].mathType}
 
+/* How many ranking entries to ask for: cuDNN's count, within 1..MAX_ALGOS. */
+static int ranking_size(int max) { return max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max; }
+
 /* cuDNN's heuristic ranking for op on plan p (best first). */
 static dl_status rank_algos(cuda_backend *cb, conv_plan *p, conv_op op, algo_perf *perf,
                             int *count) {
@@ -339,21 +339,21 @@ static dl_status rank_algos(cuda_backend *cb, conv_plan *p, conv_op op, algo_per
   if (op == OP_FWD) {
     cudnnConvolutionFwdAlgoPerf_t r[MAX_ALGOS];
     DL_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithmMaxCount(cb->cudnn, &max));
-    max = max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max;
+    max = ranking_size(max);
     DL_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(cb->cudnn, p->x, p->w, p->conv, p->y,
                                                         max, count, r));
     COPY_PERF(perf, r, *count);
   } else if (op == OP_BWD_DATA) {
     cudnnConvolutionBwdDataAlgoPerf_t r[MAX_ALGOS];
     DL_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cb->cudnn, &max));
-    max = max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max;
+    max = ranking_size(max);
     DL_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(cb->cudnn, p->w, p->y, p->conv,
                                                              p->x, max, count, r));
     COPY_PERF(perf, r, *count);
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t r[MAX_ALGOS];
     DL_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cb->cudnn, &max));
-    max = max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max;
+    max = ranking_size(max);
     DL_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cb->cudnn, p->x, p->y, p->conv,
                                                                p->w, max, count, r));
     COPY_PERF(perf, r, *count);
