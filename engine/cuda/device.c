@@ -74,6 +74,12 @@ static dl_status create_handles(dl_cuda *ctx, dl_cuda_math math) {
   return DL_OK;
 }
 
+static pthread_once_t workspace_once = PTHREAD_ONCE_INIT;
+static bool workspace_config_failed;
+static void set_workspace_config(void) {
+  workspace_config_failed = setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0) != 0;
+}
+
 dl_status dl_cuda_init(int device, dl_cuda_math math, dl_cuda **out) {
   if (!out) return dl_fail(DL_ERR_INVALID, "dl_cuda_init: no place for the context");
   *out = NULL;
@@ -85,8 +91,11 @@ dl_status dl_cuda_init(int device, dl_cuda_math math, dl_cuda **out) {
   if (device < 0 || device >= n)
     return dl_fail(DL_ERR_INVALID, "CUDA device %d does not exist: this process sees %d GPU%s "
                    "(numbered from 0 after CUDA_VISIBLE_DEVICES)", device, n, n == 1 ? "" : "s");
-  /* cuBLAS reads it when the handle is created; a user's own setting wins. */
-  if (setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0) != 0)
+  /* cuBLAS reads it when the handle is created; a user's own setting wins.
+   * Set once per process: rank threads create contexts at the same time,
+   * and setenv racing with getenv (cuBLAS's, ours) is undefined. */
+  pthread_once(&workspace_once, set_workspace_config);
+  if (workspace_config_failed)
     return dl_fail(DL_ERR_NOMEM, "dl_cuda_init: cannot set CUBLAS_WORKSPACE_CONFIG");
   dl_cuda *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return dl_fail(DL_ERR_NOMEM, "dl_cuda_init: no memory for the context of GPU %d",
