@@ -186,7 +186,7 @@ static dl_status update(dlc_rank *r, float lr, float *norm, float *clipped, bool
   if (r->scaler.found_inf) r->overflow_steps++;
   *skipped = !dl_scaler_should_step(&r->scaler);
   if (*skipped) r->skipped++;
-  else DL_TRY(dl_optim_step(r->optim, lr));
+  else DL_TRY(dl_optim_step_on(r->optim, lr, r->backend));
   dl_scaler_update(&r->scaler);
   return DL_OK;
 }

@@ -1,5 +1,5 @@
 /* Where a layer's heavy arithmetic runs: matrix multiplies and
- * convolutions. A dl_ctx with backend == NULL runs everything on the CPU
+ * convolutions, and the optimizer's element updates. A dl_ctx with backend == NULL runs everything on the CPU
  * (dl_sgemm, im2col). A backend takes over the operations it provides
  * (a NULL function pointer leaves that one on the CPU); the layers keep
  * everything else - bias, AMP rounding, gradient accumulation - so a
@@ -13,6 +13,7 @@
 #ifndef DL_BACKEND_H
 #define DL_BACKEND_H
 
+#include "optim_elem.h"
 #include "status.h"
 
 #include <stdbool.h>
@@ -43,6 +44,12 @@ typedef struct dl_backend {
                                     const float *w, float *dx);
   dl_status (*conv2d_backward_filter)(void *impl, const dl_conv2d_shape *g, const float *x,
                                       const float *dy, float *dw);
+  /* One optimizer step of one parameter of n elements: dl_optim_elem
+   * (optim_elem.h) with c's scalars on every element, w, buf0 and buf1 in
+   * place (buf0: SGD's momentum buffer or Adam's m, buf1: Adam's v; NULL
+   * where the optimizer keeps none). */
+  dl_status (*optim_step)(void *impl, const dl_optim_coeffs *c, int64_t n, float *w,
+                          const float *g, float *buf0, float *buf1);
 } dl_backend;
 
 /* dl_sgemm on `b` when it provides sgemm, else on the CPU (DL_OK). */

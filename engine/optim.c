@@ -67,45 +67,47 @@ static double pow_int(double x, int64_t n) {
 
 /* ---- the updates: SGD and Adam/AdamW side by side --------------------- */
 
-/* torch's _single_tensor_sgd; `first`: the momentum buffer does not exist yet. */
-static void sgd_update(const dl_optim_desc *d, optim_slot *s, float lr, bool first) {
-  dl_param *p = s->param;
-  float *w = dl_f32(&p->value), *g = dl_f32(&p->grad), *buf = dl_f32(&s->buf[0]);
-  float wd = (float)d->weight_decay, mom = (float)d->momentum;
-  float keep = (float)(1.0 - d->dampening), neg_lr = -lr;
-  for (int64_t i = 0; i < p->value.numel; i++) {
-    float dp = g[i];
-    if (d->weight_decay != 0.0) dp = dp + wd * w[i];
-    if (d->momentum != 0.0) {
-      buf[i] = first ? dp : buf[i] * mom + keep * dp;
-      dp = d->nesterov ? dp + mom * buf[i] : buf[i];
-    }
-    w[i] = w[i] + neg_lr * dp;
+dl_optim_coeffs dl_optim_coeffs_for(const dl_optim_desc *d, float lr, int64_t step) {
+  dl_optim_coeffs c = {.adam = d->kind != DL_OPTIM_SGD, .use_wd = d->weight_decay != 0.0,
+                       .wd = (float)d->weight_decay};
+  if (!c.adam) { /* torch's _single_tensor_sgd */
+    c.use_mom = d->momentum != 0.0;
+    c.nesterov = d->nesterov;
+    c.first = step == 1;
+    c.mom = (float)d->momentum;
+    c.keep = (float)(1.0 - d->dampening);
+    c.neg_lr = -lr;
+    return c;
   }
+  /* torch's _single_tensor_adam / _single_tensor_adamw (not capturable, no
+   * amsgrad) */
+  double bc1 = 1.0 - pow_int(d->beta1, step), bc2 = 1.0 - pow_int(d->beta2, step);
+  c.decoupled = d->kind == DL_OPTIM_ADAMW;
+  c.shrink = (float)(1.0 - (double)lr * d->weight_decay);
+  c.b1 = (float)d->beta1;
+  c.b2 = (float)d->beta2;
+  c.keep1 = (float)(1.0 - d->beta1);
+  c.keep2 = (float)(1.0 - d->beta2);
+  c.bc2_sqrt = (float)sqrt(bc2);
+  c.eps = (float)d->eps;
+  c.neg_step_size = (float)(-((double)lr / bc1));
+  return c;
 }
 
-/* torch's _single_tensor_adam / _single_tensor_adamw (not capturable, no
- * amsgrad); `step` is the step count after this step's increment. */
-static void adam_update(const dl_optim_desc *d, optim_slot *s, float lr, int64_t step) {
+/* One param's update: on the backend when it runs optimizer steps, else
+ * here, each loop with the kind decided outside it. */
+static dl_status update(const dl_backend *b, const dl_optim_coeffs *c, optim_slot *s) {
   dl_param *p = s->param;
+  const int64_t n = p->value.numel;
   float *w = dl_f32(&p->value), *g = dl_f32(&p->grad);
-  float *m = dl_f32(&s->buf[0]), *v = dl_f32(&s->buf[1]);
-  bool decoupled = d->kind == DL_OPTIM_ADAMW;
-  double bc1 = 1.0 - pow_int(d->beta1, step), bc2 = 1.0 - pow_int(d->beta2, step);
-  float wd = (float)d->weight_decay, shrink = (float)(1.0 - (double)lr * d->weight_decay);
-  float b1 = (float)d->beta1, b2 = (float)d->beta2;
-  float keep1 = (float)(1.0 - d->beta1), keep2 = (float)(1.0 - d->beta2);
-  float bc2_sqrt = (float)sqrt(bc2), eps = (float)d->eps;
-  float neg_step_size = (float)(-((double)lr / bc1));
-  for (int64_t i = 0; i < p->value.numel; i++) {
-    float gi = g[i];
-    if (decoupled) w[i] = w[i] * shrink;
-    else if (d->weight_decay != 0.0) gi = gi + wd * w[i];
-    m[i] = m[i] * b1 + keep1 * gi;
-    v[i] = v[i] * b2 + keep2 * gi * gi;
-    float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-    w[i] = w[i] + neg_step_size * m[i] / denom;
-  }
+  float *b0 = dl_f32(&s->buf[0]), *b1 = dl_f32(&s->buf[1]);
+  if (b && b->optim_step) return b->optim_step(b->impl, c, n, w, g, b0, b1);
+  const dl_optim_coeffs k = *c; /* a local: stores to w cannot alias it */
+  if (k.adam)
+    for (int64_t i = 0; i < n; i++) dl_adam_elem(&k, i, w, g, b0, b1);
+  else
+    for (int64_t i = 0; i < n; i++) dl_sgd_elem(&k, i, w, g, b0);
+  return DL_OK;
 }
 
 /* The step count before this step, refusing one that a checkpoint filled
@@ -121,7 +123,9 @@ static dl_status read_step(const optim_slot *s, int64_t *step) {
   return DL_OK;
 }
 
-dl_status dl_optim_step(dl_optim *o, float lr) {
+dl_status dl_optim_step(dl_optim *o, float lr) { return dl_optim_step_on(o, lr, NULL); }
+
+dl_status dl_optim_step_on(dl_optim *o, float lr, const dl_backend *b) {
   if (!(lr >= 0.0f) || isinf(lr))
     return dl_fail(DL_ERR_INVALID, "optimizer %s: learning rate %g must be finite and >= 0",
                    dl_optim_kind_name(o->desc.kind), (double)lr);
@@ -130,8 +134,9 @@ dl_status dl_optim_step(dl_optim *o, float lr) {
     if (!s->param->in_optimizer || !s->param->has_grad) continue;
     int64_t step = 0;
     DL_TRY(read_step(s, &step));
-    if (o->desc.kind == DL_OPTIM_SGD) sgd_update(&o->desc, s, lr, step == 0);
-    else adam_update(&o->desc, s, lr, step + 1);
+    const dl_optim_coeffs c = dl_optim_coeffs_for(&o->desc, lr, step + 1);
+    dl_status st = update(b, &c, s);
+    if (st != DL_OK) return dl_fail_context(st, "optimizer step of %s: ", s->param->name);
     dl_f32(&s->step)[0] = (float)(step + 1);
   }
   return DL_OK;

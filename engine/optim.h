@@ -18,6 +18,7 @@
 #define DL_OPTIM_H
 
 #include "layer.h"
+#include "optim_elem.h"
 
 #include <stdbool.h>
 
@@ -70,6 +71,15 @@ int dl_optim_num_params(const dl_optim *o); /* params it owns */
  * multiplications in a fixed order, within a few double ulps of Python's
  * beta ** step), so it is the same bits everywhere. */
 dl_status dl_optim_step(dl_optim *o, float lr);
+/* The same with each param's update on backend b when it runs optimizer
+ * steps (backend.h; the same element formulas, optim_elem.h), else on the
+ * CPU. A backend failure stops the step at that param (those before it are
+ * updated) and is returned naming it. */
+dl_status dl_optim_step_on(dl_optim *o, float lr, const dl_backend *b);
+
+/* The scalars of one step (`step`: its count, 1 for the first) as the
+ * update formulas above round them; for backends that run the update. */
+dl_optim_coeffs dl_optim_coeffs_for(const dl_optim_desc *d, float lr, int64_t step);
 
 /* Forget all state (momentum buffers, moments, step counts), as a freshly
  * created optimizer: what resuming without the optimizer state does

@@ -17,7 +17,7 @@
 #include "half.h"
 
 typedef struct host_backend {
-  int sgemm_calls, fwd_calls, data_calls, filter_calls;
+  int sgemm_calls, fwd_calls, data_calls, filter_calls, optim_calls;
   bool fail;          /* every call fails with DL_ERR_IO */
   int half;           /* expect operands rounded to this half type (0: any) */
   bool operands_rounded; /* stays true while every operand seen was */
@@ -154,11 +154,21 @@ static inline dl_status host_conv_filter(void *impl, const dl_conv2d_shape *g, c
   return DL_OK;
 }
 
+static inline dl_status host_optim_step(void *impl, const dl_optim_coeffs *c, int64_t n,
+                                        float *w, const float *g, float *buf0, float *buf1) {
+  host_backend *hb = impl;
+  hb->optim_calls++;
+  if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: optimizer step failed on purpose");
+  for (int64_t i = 0; i < n; i++) dl_optim_elem(c, i, w, g, buf0, buf1);
+  return DL_OK;
+}
+
 static inline dl_backend host_backend_table(host_backend *hb) {
   *hb = (host_backend){.operands_rounded = true};
   return (dl_backend){.name = "host", .impl = hb, .sgemm = host_sgemm,
                       .conv2d_forward = host_conv_fwd, .conv2d_backward_data = host_conv_data,
-                      .conv2d_backward_filter = host_conv_filter};
+                      .conv2d_backward_filter = host_conv_filter,
+                      .optim_step = host_optim_step};
 }
 
 #endif

@@ -4,7 +4,8 @@
  * written independently of im2col. Checked: which operations reach the
  * backend, that results agree with the CPU path, that AMP rounds the
  * operands before they leave, that gradient accumulation still holds, and
- * that a backend failure comes back as the layer's error without leaks.
+ * that a backend failure comes back as the layer's error without leaks;
+ * and that optimizer steps go there too, with the CPU's bits.
  * The CUDA backend's own tests (test_cuda_backend.c) need a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include "gradcheck.h"
 #include "half.h"
 #include "host_backend.h"
+#include "optim.h"
 
 /* ---- running a layer with and without the backend ---- */
 
@@ -263,6 +265,104 @@ static void backend_failure_is_the_layers_error(void **state) {
   dl_tensor_free(&x);
 }
 
+/* ---- optimizer steps ---- */
+
+enum { NP = 3, PN = 37 };
+
+typedef struct param_set {
+  dl_param p[NP];
+  dl_param *ptr[NP];
+} param_set;
+
+/* Three params; the middle one has no gradient (skipped, as grad None). */
+static void params_make(param_set *ps) {
+  memset(ps, 0, sizeof *ps);
+  for (int i = 0; i < NP; i++) {
+    dl_param *p = &ps->p[i];
+    snprintf(p->name, sizeof p->name, "%d.weight", i);
+    assert_int_equal(dl_tensor_f32(&p->value, 1, PN, 0, 0, 0, "w"), DL_OK);
+    assert_int_equal(dl_tensor_f32(&p->grad, 1, PN, 0, 0, 0, "g"), DL_OK);
+    gc_fill_uniform(&p->value, 60 + i, -1.0f, 1.0f);
+    p->requires_grad = p->in_optimizer = true;
+    p->has_grad = i != 1;
+    ps->ptr[i] = p;
+  }
+}
+
+static void params_free(param_set *ps) {
+  for (int i = 0; i < NP; i++) {
+    dl_tensor_free(&ps->p[i].value);
+    dl_tensor_free(&ps->p[i].grad);
+  }
+}
+
+/* Every update reaches the backend, one call per param with a gradient,
+ * and the values and state are the CPU's bit for bit (the host backend
+ * runs optim_elem.h as optim.c does; on a GPU, test_cuda_backend.c). */
+static void optimizer_steps_go_to_the_backend(void **state) {
+  (void)state;
+  dl_optim_desc descs[] = {dl_optim_default(DL_OPTIM_SGD), dl_optim_default(DL_OPTIM_ADAM),
+                           dl_optim_default(DL_OPTIM_ADAMW)};
+  descs[0].momentum = 0.9;
+  descs[0].nesterov = true;
+  descs[1].weight_decay = 1e-2;
+  for (size_t d = 0; d < sizeof descs / sizeof *descs; d++) {
+    param_set cpu, off;
+    params_make(&cpu);
+    params_make(&off);
+    dl_optim *oc = NULL, *oo = NULL;
+    assert_int_equal(dl_optim_create(&oc, &descs[d], cpu.ptr, NP), DL_OK);
+    assert_int_equal(dl_optim_create(&oo, &descs[d], off.ptr, NP), DL_OK);
+    host_backend hb;
+    dl_backend b = host_backend_table(&hb);
+    for (int step = 0; step < 3; step++) {
+      for (int i = 0; i < NP; i++) {
+        gc_fill_uniform(&cpu.p[i].grad, 70 + 10 * step + i, -1.0f, 1.0f);
+        assert_true(dl_tensor_copy_into(&off.p[i].grad, &cpu.p[i].grad, "g") == DL_OK);
+      }
+      assert_int_equal(dl_optim_step(oc, 0.1f), DL_OK);
+      assert_int_equal(dl_optim_step_on(oo, 0.1f, &b), DL_OK);
+    }
+    assert_int_equal(hb.optim_calls, 3 * (NP - 1));
+    for (int i = 0; i < NP; i++) assert_true(gc_same_bytes(&off.p[i].value, &cpu.p[i].value, "w"));
+    for (int i = 0; i < dl_optim_num_state(oc); i++) {
+      const char *na, *nb;
+      dl_tensor *ta, *tb;
+      assert_int_equal(dl_optim_state(oc, i, &na, &ta), DL_OK);
+      assert_int_equal(dl_optim_state(oo, i, &nb, &tb), DL_OK);
+      assert_true(gc_same_bytes(tb, ta, na));
+    }
+    dl_optim_destroy(oc);
+    dl_optim_destroy(oo);
+    params_free(&cpu);
+    params_free(&off);
+  }
+}
+
+/* A failing backend: the step stops at the first param, says which, and
+ * its step count does not advance. */
+static void optimizer_backend_failure_names_the_param(void **state) {
+  (void)state;
+  param_set ps;
+  params_make(&ps);
+  dl_optim *o = NULL;
+  dl_optim_desc d = dl_optim_default(DL_OPTIM_ADAM);
+  assert_int_equal(dl_optim_create(&o, &d, ps.ptr, NP), DL_OK);
+  host_backend hb;
+  dl_backend b = host_backend_table(&hb);
+  hb.fail = true;
+  assert_int_equal(dl_optim_step_on(o, 0.1f, &b), DL_ERR_IO);
+  assert_non_null(strstr(dl_last_error(), "0.weight"));
+  assert_non_null(strstr(dl_last_error(), "failed on purpose"));
+  const char *name;
+  dl_tensor *t;
+  assert_int_equal(dl_optim_state(o, 0, &name, &t), DL_OK);
+  assert_non_null(strstr(name, "step"));
+  assert_true(dl_f32(t)[0] == 0.0f);
+  dl_optim_destroy(o);
+  params_free(&ps);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(dispatch_falls_back_to_the_cpu),
@@ -271,6 +371,8 @@ int main(void) {
       cmocka_unit_test(offloaded_gradients_accumulate),
       cmocka_unit_test(autocast_rounds_what_the_backend_sees),
       cmocka_unit_test(backend_failure_is_the_layers_error),
+      cmocka_unit_test(optimizer_steps_go_to_the_backend),
+      cmocka_unit_test(optimizer_backend_failure_names_the_param),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

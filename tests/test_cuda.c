@@ -4,8 +4,9 @@
  * the checks on a machine without a driver, dl_cuda_device_count's answer
  * and reason, the refusals of bad arguments, and the host twins of the
  * kernels' element code against the engine (Philox uniforms against
- * dl_stream_uniform, the SGD step against dl_optim_step, the sum order on
- * known answers). Every GPU test then skips with "no CUDA device: <reason>".
+ * dl_stream_uniform, the sum order on known answers). Every GPU test then
+ * skips with "no CUDA device: <reason>". The optimizer kernel runs
+ * optim_elem.h, the code dl_optim_step runs: no twin needed.
  *
  * With a GPU (ci/gpu-check.sh): each kernel against the CPU on random,
  * never-zero data; cuBLAS GEMMs against dl_sgemm_ref and float64 within a
@@ -320,42 +321,9 @@ static void test_uniform_host_twin(void **state) {
   free(got);
 }
 
-enum { SGD_N = 257, SGD_STEPS = 3 };
+enum { OPT_N = 257, OPT_STEPS = 3 };
 
-static void sgd_grad(float *g, int step) { fill(g, SGD_N, 100 + (uint64_t)step); }
-
-/* The kernel's element code on the host against the engine's optimizer. */
-static void sgd_twin_against_optim(const dl_optim_desc *d) {
-  dl_param p;
-  memset(&p, 0, sizeof p);
-  snprintf(p.name, sizeof p.name, "w");
-  ok(dl_tensor_f32(&p.value, 1, SGD_N, 0, 0, 0, "w"));
-  ok(dl_tensor_f32(&p.grad, 1, SGD_N, 0, 0, 0, "w.grad"));
-  p.requires_grad = p.in_optimizer = p.has_grad = true;
-  fill(dl_f32(&p.value), SGD_N, 99);
-  float w[SGD_N], g[SGD_N], buf[SGD_N];
-  memcpy(w, p.value.data, sizeof w);
-  dl_param *ps[1] = {&p};
-  dl_optim *o = NULL;
-  ok(dl_optim_create(&o, d, ps, 1));
-  const float lrs[SGD_STEPS] = {0.1f, 0.05f, 0.3f};
-  for (int k = 0; k < SGD_STEPS; k++) {
-    sgd_grad(g, k);
-    memcpy(p.grad.data, g, sizeof g);
-    ok(dl_optim_step(o, lrs[k]));
-    dl_cuda_sgd_step_host(d, lrs[k], k == 0, SGD_N, w, g, d->momentum != 0.0 ? buf : NULL);
-    assert_memory_equal(w, p.value.data, sizeof w);
-  }
-  for (int i = 0; d->momentum != 0.0 && i < dl_optim_num_state(o); i++) {
-    const char *name;
-    dl_tensor *t;
-    ok(dl_optim_state(o, i, &name, &t));
-    if (contains(name, "momentum_buffer")) assert_memory_equal(buf, t->data, sizeof buf);
-  }
-  dl_optim_destroy(o);
-  dl_tensor_free(&p.value);
-  dl_tensor_free(&p.grad);
-}
+static void opt_grad(float *g, int step) { fill(g, OPT_N, 100 + (uint64_t)step); }
 
 static dl_optim_desc sgd_desc(double momentum, double dampening, double wd, bool nesterov) {
   dl_optim_desc d = dl_optim_default(DL_OPTIM_SGD);
@@ -366,11 +334,10 @@ static dl_optim_desc sgd_desc(double momentum, double dampening, double wd, bool
   return d;
 }
 
-static void test_sgd_host_twin(void **state) {
-  (void)state;
-  dl_optim_desc cases[] = {sgd_desc(0.0, 0.0, 0.0, false), sgd_desc(0.9, 0.0, 0.0, false),
-                           sgd_desc(0.9, 0.1, 1e-2, false), sgd_desc(0.8, 0.0, 5e-4, true)};
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) sgd_twin_against_optim(&cases[i]);
+static dl_optim_desc adam_desc(dl_optim_kind kind, double wd) {
+  dl_optim_desc d = dl_optim_default(kind);
+  d.weight_decay = wd;
+  return d;
 }
 
 /* Refusals that need no GPU: each names what is wrong. */
@@ -440,10 +407,12 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(dl_cuda_bias_add(NULL, -2, 2, x, x), DL_ERR_INVALID);
   assert_true(contains(dl_last_error(), "[-2, 2]"));
   assert_int_equal(dl_cuda_scale(NULL, 4, 2.0f, NULL), DL_ERR_INVALID);
-  dl_optim_desc adam = dl_optim_default(DL_OPTIM_ADAM), sgd = sgd_desc(0.9, 0, 0, false);
-  assert_int_equal(dl_cuda_sgd_step(NULL, &adam, 0.1f, true, 4, x, x, x), DL_ERR_INVALID);
-  assert_true(contains(dl_last_error(), "must be sgd, not adam"));
-  assert_int_equal(dl_cuda_sgd_step(NULL, &sgd, 0.1f, true, 4, x, x, NULL), DL_ERR_INVALID);
+  dl_optim_desc adam = adam_desc(DL_OPTIM_ADAM, 0), sgd = sgd_desc(0.9, 0, 0, false);
+  dl_optim_coeffs ca = dl_optim_coeffs_for(&adam, 0.1f, 1), cs = dl_optim_coeffs_for(&sgd, 0.1f, 1);
+  assert_int_equal(dl_cuda_optim_step(NULL, NULL, 4, x, x, x, x), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "no coefficients"));
+  assert_int_equal(dl_cuda_optim_step(NULL, &ca, 4, x, x, x, NULL), DL_ERR_INVALID); /* no v */
+  assert_int_equal(dl_cuda_optim_step(NULL, &cs, 4, x, x, NULL, NULL), DL_ERR_INVALID);
   assert_int_equal(dl_cuda_sum(NULL, 4, x, NULL), DL_ERR_INVALID);
   assert_true(contains(dl_last_error(), "no device float"));
   dl_stream s = dl_stream_make(1, "t", NULL, 0);
@@ -680,32 +649,59 @@ static void test_elementwise(void **state) {
   dl_cuda_destroy(ctx);
 }
 
-/* The SGD kernel against its host twin (which test_sgd_host_twin holds to
- * dl_optim_step): bitwise, over three steps. */
-static void test_sgd_kernel(void **state) {
+/* The optimizer kernel against dl_optim_step on the CPU (the same element
+ * code, optim_elem.h): bitwise for w and every state buffer, over three
+ * steps of SGD (plain, momentum with dampening and weight decay, Nesterov),
+ * Adam with L2 and AdamW. */
+static void optim_kernel_case(dl_cuda *ctx, const dl_optim_desc *d) {
+  dl_param p;
+  memset(&p, 0, sizeof p);
+  snprintf(p.name, sizeof p.name, "w");
+  ok(dl_tensor_f32(&p.value, 1, OPT_N, 0, 0, 0, "w"));
+  ok(dl_tensor_f32(&p.grad, 1, OPT_N, 0, 0, 0, "w.grad"));
+  p.requires_grad = p.in_optimizer = p.has_grad = true;
+  fill(dl_f32(&p.value), OPT_N, 99);
+  float zeros[OPT_N] = {0}, g[OPT_N], got[OPT_N];
+  float *dw = to_device(ctx, dl_f32(&p.value), OPT_N, "w"), *dg = to_device(ctx, zeros, OPT_N, "g");
+  float *db0 = to_device(ctx, zeros, OPT_N, "buf0"), *db1 = to_device(ctx, zeros, OPT_N, "buf1");
+  dl_param *ps[1] = {&p};
+  dl_optim *o = NULL;
+  ok(dl_optim_create(&o, d, ps, 1));
+  const float lrs[OPT_STEPS] = {0.1f, 0.05f, 0.3f};
+  for (int k = 0; k < OPT_STEPS; k++) {
+    opt_grad(g, k);
+    memcpy(p.grad.data, g, sizeof g);
+    ok(dl_cuda_upload_bytes(ctx, dg, g, sizeof g, "g"));
+    ok(dl_optim_step(o, lrs[k]));
+    const dl_optim_coeffs c = dl_optim_coeffs_for(d, lrs[k], k + 1);
+    ok(dl_cuda_optim_step(ctx, &c, OPT_N, dw, dg, db0, db1));
+    from_device(ctx, got, dw, OPT_N);
+    assert_memory_equal(got, p.value.data, sizeof got);
+  }
+  for (int i = 0; i < dl_optim_num_state(o); i++) {
+    const char *name;
+    dl_tensor *t;
+    ok(dl_optim_state(o, i, &name, &t));
+    float *dev = contains(name, "exp_avg_sq") ? db1
+                 : contains(name, "momentum_buffer") || contains(name, "exp_avg") ? db0
+                                                                                  : NULL;
+    if (!dev) continue; /* the step count */
+    from_device(ctx, got, dev, OPT_N);
+    assert_memory_equal(got, t->data, sizeof got);
+  }
+  dl_optim_destroy(o);
+  dl_tensor_free(&p.value);
+  dl_tensor_free(&p.grad);
+  ok(dl_cuda_free(dw)), ok(dl_cuda_free(dg)), ok(dl_cuda_free(db0)), ok(dl_cuda_free(db1));
+}
+
+static void test_optim_kernel(void **state) {
   (void)state;
   dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
-  dl_optim_desc cases[] = {sgd_desc(0.0, 0.0, 0.0, false), sgd_desc(0.9, 0.1, 1e-2, false),
-                           sgd_desc(0.8, 0.0, 5e-4, true)};
-  float w[SGD_N], g[SGD_N], buf[SGD_N] = {0}, got[SGD_N];
-  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-    const dl_optim_desc *d = &cases[c];
-    fill(w, SGD_N, 99);
-    memset(buf, 0, sizeof buf);
-    float *dw = to_device(ctx, w, SGD_N, "w"), *dg = to_device(ctx, w, SGD_N, "g");
-    float *dbuf = to_device(ctx, buf, SGD_N, "buf");
-    for (int k = 0; k < SGD_STEPS; k++) {
-      sgd_grad(g, k);
-      ok(dl_cuda_upload_bytes(ctx, dg, g, sizeof g, "g"));
-      ok(dl_cuda_sgd_step(ctx, d, 0.1f * (float)(k + 1), k == 0, SGD_N, dw, dg, dbuf));
-      dl_cuda_sgd_step_host(d, 0.1f * (float)(k + 1), k == 0, SGD_N, w, g, buf);
-      from_device(ctx, got, dw, SGD_N);
-      assert_memory_equal(w, got, sizeof w);
-    }
-    from_device(ctx, got, dbuf, SGD_N);
-    assert_memory_equal(buf, got, sizeof buf);
-    ok(dl_cuda_free(dw)), ok(dl_cuda_free(dg)), ok(dl_cuda_free(dbuf));
-  }
+  const dl_optim_desc cases[] = {sgd_desc(0.0, 0.0, 0.0, false), sgd_desc(0.9, 0.1, 1e-2, false),
+                                 sgd_desc(0.8, 0.0, 5e-4, true), adam_desc(DL_OPTIM_ADAM, 1e-2),
+                                 adam_desc(DL_OPTIM_ADAMW, 1e-2)};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) optim_kernel_case(ctx, &cases[c]);
   dl_cuda_destroy(ctx);
 }
 
@@ -771,14 +767,13 @@ int main(void) {
       cmocka_unit_test(test_failure_messages),
       cmocka_unit_test(test_sum_ref_known_answers),
       cmocka_unit_test(test_uniform_host_twin),
-      cmocka_unit_test(test_sgd_host_twin),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_memory),
       cmocka_unit_test(test_sgemm_fp32),
       cmocka_unit_test(test_sgemm_tf32_differs),
       cmocka_unit_test(test_gemm_half),
       cmocka_unit_test(test_elementwise),
-      cmocka_unit_test(test_sgd_kernel),
+      cmocka_unit_test(test_optim_kernel),
       cmocka_unit_test(test_sum_kernel),
       cmocka_unit_test(test_uniform_kernel),
   };

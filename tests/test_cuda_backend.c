@@ -46,6 +46,7 @@
 #include "cuda/device.h"
 #include "layer.h"
 #include "mem.h"
+#include "optim.h"
 #include "philox.h"
 
 /* ---- helpers ---- */
@@ -601,6 +602,60 @@ static void test_deterministic_and_accumulation(void **state) {
   dl_cuda_backend_destroy(b2);
 }
 
+/* Optimizer steps through the backend (kernels.cu runs optim_elem.h, the
+ * code dl_optim_step runs): values and state bitwise equal to the CPU's
+ * over three steps, for SGD with Nesterov momentum, Adam and AdamW. */
+static void optim_case(dl_backend *b, const dl_optim_desc *d) {
+  enum { N = 1000 };
+  dl_param cpu, gpu;
+  dl_param *pc = &cpu, *pg = &gpu;
+  dl_param *ps[2] = {&cpu, &gpu};
+  for (int k = 0; k < 2; k++) {
+    memset(ps[k], 0, sizeof cpu);
+    snprintf(ps[k]->name, sizeof ps[k]->name, "w");
+    ok(dl_tensor_f32(&ps[k]->value, 1, N, 0, 0, 0, "w"));
+    ok(dl_tensor_f32(&ps[k]->grad, 1, N, 0, 0, 0, "g"));
+    fill(dl_f32(&ps[k]->value), N, 70);
+    ps[k]->requires_grad = ps[k]->in_optimizer = ps[k]->has_grad = true;
+  }
+  dl_optim *oc = NULL, *og = NULL;
+  ok(dl_optim_create(&oc, d, &pc, 1));
+  ok(dl_optim_create(&og, d, &pg, 1));
+  for (int step = 0; step < 3; step++) {
+    fill(dl_f32(&cpu.grad), N, 80 + (uint64_t)step);
+    memcpy(gpu.grad.data, cpu.grad.data, N * sizeof(float));
+    ok(dl_optim_step(oc, 0.05f));
+    ok(dl_optim_step_on(og, 0.05f, b));
+  }
+  assert_memory_equal(gpu.value.data, cpu.value.data, N * sizeof(float));
+  for (int i = 0; i < dl_optim_num_state(oc); i++) {
+    const char *name;
+    dl_tensor *tc, *tg;
+    ok(dl_optim_state(oc, i, &name, &tc));
+    ok(dl_optim_state(og, i, &name, &tg));
+    assert_memory_equal(tg->data, tc->data, dl_tensor_bytes(tc));
+  }
+  dl_optim_destroy(oc);
+  dl_optim_destroy(og);
+  for (int k = 0; k < 2; k++) {
+    dl_tensor_free(&ps[k]->value);
+    dl_tensor_free(&ps[k]->grad);
+  }
+}
+
+static void test_optim_bitwise(void **state) {
+  (void)state;
+  dl_backend *b = backend_or_skip(DL_CUDA_MATH_FP32, DL_CUDA_CONV_DETERMINISTIC);
+  dl_optim_desc d[3] = {dl_optim_default(DL_OPTIM_SGD), dl_optim_default(DL_OPTIM_ADAM),
+                        dl_optim_default(DL_OPTIM_ADAMW)};
+  d[0].momentum = 0.9;
+  d[0].nesterov = true;
+  d[0].weight_decay = 1e-4;
+  d[1].weight_decay = 1e-2;
+  for (int i = 0; i < 3; i++) optim_case(b, &d[i]);
+  dl_cuda_backend_destroy(b);
+}
+
 /* The backend's own refusals name the operation and the geometry. */
 static void test_conv_refusals(void **state) {
   (void)state;
@@ -644,6 +699,7 @@ int main(void) {
       cmocka_unit_test(test_conv_fastest),
       cmocka_unit_test(test_deterministic_and_accumulation),
       cmocka_unit_test(test_conv_refusals),
+      cmocka_unit_test(test_optim_bitwise),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* The CUDA dl_backend (backend.h): staging of host arrays through
  * grow-only device buffers, GEMMs through dl_cuda_sgemm, convolutions
  * through cuDNN's legacy (v7-style) convolution API with the algorithm
- * chosen once per geometry.
+ * chosen once per geometry, optimizer steps through kernels.cu's
+ * optim_elem.h kernel (the CPU's element code).
  *
  * Staging: three buffers (two inputs, one output) and one cuDNN workspace,
  * each grown to the largest call seen and freed only with the backend.
@@ -16,6 +17,7 @@
 
 #include "cuda/context.h"
 #include "cuda/gemm.h"
+#include "cuda/kernels.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -73,6 +75,7 @@ typedef struct cuda_backend {
   dl_cuda *ctx;
   dl_cuda_backend_options opt;
   dev_buf in1, in2, out, workspace;
+  dev_buf opt_bufs[4]; /* optimizer step: w, g, buf0, buf1 */
   char device_name[256];
   int sm_major, sm_minor;
   char workspace_config[64]; /* CUBLAS_WORKSPACE_CONFIG as cuBLAS read it */
@@ -204,6 +207,42 @@ static dl_status cb_sgemm(void *impl, bool trans_a, bool trans_b, int64_t M, int
   if (s != DL_OK)
     return dl_fail_context(s, "cuda sgemm %s%s M=%lld N=%lld K=%lld: ", trans_a ? "T" : "N",
                            trans_b ? "T" : "N", (long long)M, (long long)N, (long long)K);
+  return DL_OK;
+}
+
+/* ---- optimizer steps ---- */
+
+/* w, g and the state buffers up, optim_elem.h's update on the GPU
+ * (kernels.cu), w and the state back. */
+static dl_status optim_run(cuda_backend *cb, const dl_optim_coeffs *c, int64_t n, float *w,
+                           const float *g, float *buf0, float *buf1) {
+  if (n < 0 || !w || !g || (!buf0 && (c->adam || c->use_mom)) || (!buf1 && c->adam))
+    return dl_fail(DL_ERR_INVALID, "%lld elements, a missing array (w %p, g %p, buffers %p, "
+                   "%p)", (long long)n, (void *)w, (const void *)g, (void *)buf0,
+                   (void *)buf1);
+  if (n == 0) return DL_OK;
+  DL_TRY(dl_cuda_enter(cb->ctx, "cuda backend optimizer step"));
+  const size_t bytes = (size_t)n * sizeof(float);
+  float *host[4] = {w, (float *)g, buf0, buf1};
+  static const char *const what[4] = {"optimizer w", "optimizer g", "optimizer state 0",
+                                      "optimizer state 1"};
+  for (int i = 0; i < 4; i++)
+    if (host[i]) DL_TRY(upload(cb, &cb->opt_bufs[i], host[i], bytes, what[i]));
+  DL_TRY(dl_cuda_optim_step(cb->ctx, c, n, cb->opt_bufs[0].p, cb->opt_bufs[1].p,
+                            buf0 ? cb->opt_bufs[2].p : NULL, buf1 ? cb->opt_bufs[3].p : NULL));
+  for (int i = 0; i < 4; i++)
+    if (host[i] && i != 1)
+      DL_TRY(dl_cuda_download_bytes(cb->ctx, host[i], cb->opt_bufs[i].p, bytes, what[i]));
+  return DL_OK;
+}
+
+static dl_status cb_optim_step(void *impl, const dl_optim_coeffs *c, int64_t n, float *w,
+                               const float *g, float *buf0, float *buf1) {
+  if (!c) return dl_fail(DL_ERR_INVALID, "cuda optimizer step: no coefficients");
+  dl_status s = optim_run(impl, c, n, w, g, buf0, buf1);
+  if (s != DL_OK)
+    return dl_fail_context(s, "cuda %s step of %lld elements: ", c->adam ? "adam" : "sgd",
+                           (long long)n);
   return DL_OK;
 }
 
@@ -570,7 +609,8 @@ static void impl_destroy(cuda_backend *cb) {
   for (int i = 0; i < PLAN_SLOTS; i++) plan_release(&cb->plans[i]);
   if (cb->cudnn) cudnnDestroy(cb->cudnn);
 #endif
-  dev_buf *bufs[] = {&cb->in1, &cb->in2, &cb->out, &cb->workspace};
+  dev_buf *bufs[] = {&cb->in1, &cb->in2, &cb->out, &cb->workspace,
+                     &cb->opt_bufs[0], &cb->opt_bufs[1], &cb->opt_bufs[2], &cb->opt_bufs[3]};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) (void)dl_cuda_free(bufs[i]->p);
   dl_cuda_destroy(cb->ctx);
   (void)cudaGetLastError();
@@ -617,6 +657,7 @@ dl_status dl_cuda_backend_create(const dl_cuda_backend_options *o, dl_backend **
   cb->iface.name = "cuda";
   cb->iface.impl = cb;
   cb->iface.sgemm = cb_sgemm;
+  cb->iface.optim_step = cb_optim_step;
 #ifdef DL_CUDA_HAVE_CUDNN
   cb->iface.conv2d_forward = cb_conv_forward;
   cb->iface.conv2d_backward_data = cb_conv_backward_data;

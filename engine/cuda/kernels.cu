@@ -58,41 +58,12 @@ __global__ void scale_kernel(int64_t n, float s, float *x) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = x[i] * s;
 }
 
-// ---- SGD ----
+// ---- optimizer steps: optim_elem.h's element code, shared with optim.c ----
 
-// optim.c's scalars: hyperparameters are doubles rounded to float where
-// they meet a tensor.
-struct sgd_coeffs {
-  float wd, mom, keep, neg_lr;
-  bool use_wd, use_mom, nesterov, first;
-};
-
-sgd_coeffs sgd_coeffs_of(const dl_optim_desc *d, float lr, bool first) {
-  sgd_coeffs c;
-  c.wd = (float)d->weight_decay;
-  c.mom = (float)d->momentum;
-  c.keep = (float)(1.0 - d->dampening);
-  c.neg_lr = -lr;
-  c.use_wd = d->weight_decay != 0.0;
-  c.use_mom = d->momentum != 0.0;
-  c.nesterov = d->nesterov;
-  c.first = first;
-  return c;
-}
-
-__host__ __device__ void sgd_element(const sgd_coeffs &c, int64_t i, float *w, const float *g,
-                                     float *buf) {
-  float dp = g[i];
-  if (c.use_wd) dp = dp + c.wd * w[i];
-  if (c.use_mom) {
-    buf[i] = c.first ? dp : buf[i] * c.mom + c.keep * dp;
-    dp = c.nesterov ? dp + c.mom * buf[i] : buf[i];
-  }
-  w[i] = w[i] + c.neg_lr * dp;
-}
-
-__global__ void sgd_kernel(sgd_coeffs c, int64_t n, float *w, const float *g, float *buf) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) sgd_element(c, i, w, g, buf);
+__global__ void optim_kernel(dl_optim_coeffs c, int64_t n, float *w, const float *g, float *buf0,
+                             float *buf1) {
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    dl_optim_elem(&c, i, w, g, buf0, buf1);
 }
 
 // ---- the sum ----
@@ -176,25 +147,15 @@ extern "C" dl_status dl_cuda_scale(dl_cuda *ctx, int64_t n, float s, float *x) {
   return LAUNCHED(scale_kernel);
 }
 
-extern "C" dl_status dl_cuda_sgd_step(dl_cuda *ctx, const dl_optim_desc *d, float lr,
-                                      bool first, int64_t n, float *w, const float *g,
-                                      float *buf) {
-  if (!d || d->kind != DL_OPTIM_SGD)
-    return dl_fail(DL_ERR_INVALID, "dl_cuda_sgd_step: the optimizer must be sgd, not %s",
-                   d ? dl_optim_kind_name(d->kind) : "none");
-  bool need_buf = d->momentum != 0.0;
-  DL_TRY(check_n("dl_cuda_sgd_step", n, w && g && (buf || !need_buf)));
-  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_sgd_step"));
+extern "C" dl_status dl_cuda_optim_step(dl_cuda *ctx, const dl_optim_coeffs *c, int64_t n,
+                                        float *w, const float *g, float *buf0, float *buf1) {
+  if (!c) return dl_fail(DL_ERR_INVALID, "dl_cuda_optim_step: no coefficients");
+  bool need0 = c->adam || c->use_mom, need1 = c->adam;
+  DL_TRY(check_n("dl_cuda_optim_step", n, w && g && (buf0 || !need0) && (buf1 || !need1)));
+  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_optim_step"));
   if (n == 0) return DL_OK;
-  sgd_kernel<<<blocks_for(n), THREADS, 0, ctx->stream>>>(sgd_coeffs_of(d, lr, first), n, w, g,
-                                                          buf);
-  return LAUNCHED(sgd_kernel);
-}
-
-extern "C" void dl_cuda_sgd_step_host(const dl_optim_desc *d, float lr, bool first, int64_t n,
-                                      float *w, const float *g, float *buf) {
-  sgd_coeffs c = sgd_coeffs_of(d, lr, first);
-  for (int64_t i = 0; i < n; i++) sgd_element(c, i, w, g, buf);
+  optim_kernel<<<blocks_for(n), THREADS, 0, ctx->stream>>>(*c, n, w, g, buf0, buf1);
+  return LAUNCHED(optim_kernel);
 }
 
 extern "C" dl_status dl_cuda_sum(dl_cuda *ctx, int64_t n, const float *x, float *out) {

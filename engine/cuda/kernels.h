@@ -39,17 +39,13 @@ dl_status dl_cuda_bias_add(dl_cuda *ctx, int64_t rows, int64_t cols, const float
 /* x = x * s. */
 dl_status dl_cuda_scale(dl_cuda *ctx, int64_t n, float s, float *x);
 
-/* One SGD step on n elements, operation for operation as optim.c's
- * (torch's _single_tensor_sgd, see optim.h): d->kind must be
- * DL_OPTIM_SGD; buf (the momentum buffer) may be NULL only without
- * momentum; `first`: the buffer does not exist yet (it becomes a copy of
- * the gradient). */
-dl_status dl_cuda_sgd_step(dl_cuda *ctx, const dl_optim_desc *d, float lr, bool first,
-                           int64_t n, float *w, const float *g, float *buf);
-/* The same element function, run on the host over host arrays: the CPU
- * twin of the kernel, for checking the port without a GPU. */
-void dl_cuda_sgd_step_host(const dl_optim_desc *d, float lr, bool first, int64_t n, float *w,
-                           const float *g, float *buf);
+/* One optimizer step on n elements of one parameter: optim_elem.h's
+ * dl_optim_elem with c's scalars (dl_optim_coeffs_for), the very code
+ * optim.c runs on the CPU, so the result is dl_optim_step's bit for bit.
+ * buf0 (SGD's momentum buffer, Adam's m) may be NULL only for SGD without
+ * momentum, buf1 (Adam's v) only for SGD. */
+dl_status dl_cuda_optim_step(dl_cuda *ctx, const dl_optim_coeffs *c, int64_t n, float *w,
+                             const float *g, float *buf0, float *buf1);
 
 /* ---- the deterministic sum ---- */
 
