@@ -1,5 +1,5 @@
 /* Where a layer's heavy arithmetic runs: matrix multiplies and
- * convolutions, and the optimizer's element updates. A dl_ctx with backend == NULL runs everything on the CPU
+ * convolutions, the optimizer's element updates and dropout masks. A dl_ctx with backend == NULL runs everything on the CPU
  * (dl_sgemm, im2col). A backend takes over the operations it provides
  * (a NULL function pointer leaves that one on the CPU); the layers keep
  * everything else - bias, AMP rounding, gradient accumulation - so a
@@ -14,6 +14,7 @@
 #define DL_BACKEND_H
 
 #include "optim_elem.h"
+#include "philox.h"
 #include "status.h"
 
 #include <stdbool.h>
@@ -50,6 +51,10 @@ typedef struct dl_backend {
    * where the optimizer keeps none). */
   dl_status (*optim_step)(void *impl, const dl_optim_coeffs *c, int64_t n, float *w,
                           const float *g, float *buf0, float *buf1);
+  /* Dropout masks, cpu/dropout.c's rule: mask[r * features + j] = scale
+   * where word j of streams[r] as a uniform is below keep_prob, else 0. */
+  dl_status (*dropout_mask)(void *impl, const dl_stream *streams, int64_t rows,
+                            int64_t features, float keep_prob, float scale, float *mask);
 } dl_backend;
 
 /* dl_sgemm on `b` when it provides sgemm, else on the CPU (DL_OK). */

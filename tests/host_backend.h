@@ -17,7 +17,7 @@
 #include "half.h"
 
 typedef struct host_backend {
-  int sgemm_calls, fwd_calls, data_calls, filter_calls, optim_calls;
+  int sgemm_calls, fwd_calls, data_calls, filter_calls, optim_calls, dropout_calls;
   bool fail;          /* every call fails with DL_ERR_IO */
   int half;           /* expect operands rounded to this half type (0: any) */
   bool operands_rounded; /* stays true while every operand seen was */
@@ -163,12 +163,28 @@ static inline dl_status host_optim_step(void *impl, const dl_optim_coeffs *c, in
   return DL_OK;
 }
 
+/* Dropout masks from each row's uniforms (dl_stream_uniform), the rule of
+ * backend.h written out independently of cpu/dropout.c. */
+static inline dl_status host_dropout_mask(void *impl, const dl_stream *streams, int64_t rows,
+                                          int64_t features, float keep_prob, float scale,
+                                          float *mask) {
+  host_backend *hb = impl;
+  hb->dropout_calls++;
+  if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: dropout mask failed on purpose");
+  for (int64_t r = 0; r < rows; r++) {
+    float *row = mask + r * features;
+    dl_stream_uniform(&streams[r], 0, row, features);
+    for (int64_t j = 0; j < features; j++) row[j] = row[j] < keep_prob ? scale : 0.0f;
+  }
+  return DL_OK;
+}
+
 static inline dl_backend host_backend_table(host_backend *hb) {
   *hb = (host_backend){.operands_rounded = true};
   return (dl_backend){.name = "host", .impl = hb, .sgemm = host_sgemm,
                       .conv2d_forward = host_conv_fwd, .conv2d_backward_data = host_conv_data,
                       .conv2d_backward_filter = host_conv_filter,
-                      .optim_step = host_optim_step};
+                      .optim_step = host_optim_step, .dropout_mask = host_dropout_mask};
 }
 
 #endif

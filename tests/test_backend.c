@@ -5,7 +5,8 @@
  * backend, that results agree with the CPU path, that AMP rounds the
  * operands before they leave, that gradient accumulation still holds, and
  * that a backend failure comes back as the layer's error without leaks;
- * and that optimizer steps go there too, with the CPU's bits.
+ * and that optimizer steps and dropout masks go there too, with the CPU's
+ * bits.
  * The CUDA backend's own tests (test_cuda_backend.c) need a GPU. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -265,6 +266,52 @@ static void backend_failure_is_the_layers_error(void **state) {
   dl_tensor_free(&x);
 }
 
+/* ---- dropout masks ---- */
+
+/* Dropout [rows, features] with the masks from `b` (or the CPU): rows keyed
+ * by global sample ids, as the runner does. */
+static dl_status dropout_pass(const dl_backend *b, int64_t rows, int64_t features,
+                              dl_tensor *y, dl_tensor *mask) {
+  dl_layer_desc d = dl_layer_default(DL_DROPOUT);
+  d.p = 0.3f;
+  dl_layer l;
+  assert_int_equal(dl_layer_init(&l, &d, "2.", 7, 5), DL_OK);
+  dl_tensor x = random_input(2, rows, features, 0, 0, 9);
+  int64_t ids[16];
+  for (int64_t r = 0; r < rows; r++) ids[r] = 100 + 3 * r;
+  dl_ctx ctx = gc_ctx();
+  ctx.backend = b;
+  ctx.step = 4;
+  ctx.sample_ids = ids;
+  dl_status s = l.ops->forward(&l, &ctx, &x, y);
+  if (s == DL_OK) s = dl_tensor_clone(mask, &l.saved[0], "mask");
+  dl_layer_destroy(&l);
+  dl_tensor_free(&x);
+  return s;
+}
+
+/* The masks come from the backend, one call per forward, and are the
+ * CPU's bit for bit (features not a multiple of Philox's 4 words). */
+static void dropout_masks_go_to_the_backend(void **state) {
+  (void)state;
+  host_backend hb;
+  dl_backend b = host_backend_table(&hb);
+  dl_tensor y_cpu = {0}, m_cpu = {0}, y_off = {0}, m_off = {0};
+  assert_int_equal(dropout_pass(NULL, 11, 13, &y_cpu, &m_cpu), DL_OK);
+  assert_int_equal(dropout_pass(&b, 11, 13, &y_off, &m_off), DL_OK);
+  assert_int_equal(hb.dropout_calls, 1);
+  assert_true(gc_same_bytes(&m_off, &m_cpu, "mask"));
+  assert_true(gc_same_bytes(&y_off, &y_cpu, "y"));
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < m_cpu.numel; i++) zeros += dl_f32(&m_cpu)[i] == 0.0f;
+  assert_true(zeros > 0 && zeros < m_cpu.numel); /* a real mask, not all or nothing */
+  dl_tensor_free(&y_cpu), dl_tensor_free(&m_cpu), dl_tensor_free(&y_off), dl_tensor_free(&m_off);
+  hb.fail = true;
+  assert_int_equal(dropout_pass(&b, 11, 13, &y_off, &m_off), DL_ERR_IO);
+  assert_non_null(strstr(dl_last_error(), "layer 2 (dropout)"));
+  assert_true(dl_tensor_empty(&y_off));
+}
+
 /* ---- optimizer steps ---- */
 
 enum { NP = 3, PN = 37 };
@@ -371,6 +418,7 @@ int main(void) {
       cmocka_unit_test(offloaded_gradients_accumulate),
       cmocka_unit_test(autocast_rounds_what_the_backend_sees),
       cmocka_unit_test(backend_failure_is_the_layers_error),
+      cmocka_unit_test(dropout_masks_go_to_the_backend),
       cmocka_unit_test(optimizer_steps_go_to_the_backend),
       cmocka_unit_test(optimizer_backend_failure_names_the_param),
   };

@@ -30,6 +30,7 @@
 #include "cuda/env_checks.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
+#include "cpu/kinds.h"
 #include "half.h"
 #include "mem.h"
 #include "optim.h"
@@ -338,6 +339,93 @@ static dl_optim_desc adam_desc(dl_optim_kind kind, double wd) {
   dl_optim_desc d = dl_optim_default(kind);
   d.weight_decay = wd;
   return d;
+}
+
+/* ---- dropout masks ---- */
+
+enum { DROP_SEED = 31, DROP_LAYER = 4, DROP_STEP = 6 };
+
+/* A dropout layer's mask on the CPU for rows keyed by sample ids 50 + 2r,
+ * and the streams it keys them with (cpu/dropout.c's rule 1). */
+static void cpu_dropout_mask(int64_t rows, int64_t features, float p, float *mask,
+                             dl_stream *streams) {
+  dl_layer_desc d = dl_layer_default(DL_DROPOUT);
+  d.p = p;
+  dl_layer l;
+  ok(dl_layer_init(&l, &d, "", DROP_LAYER, DROP_SEED));
+  int64_t *ids = malloc((size_t)rows * sizeof *ids);
+  assert_non_null(ids);
+  for (int64_t r = 0; r < rows; r++) {
+    ids[r] = 50 + 2 * r;
+    uint64_t idx[3] = {DROP_LAYER, DROP_STEP, (uint64_t)ids[r]};
+    streams[r] = dl_stream_make(DROP_SEED, "dropout", idx, 3);
+  }
+  dl_tensor x = {0}, y = {0};
+  ok(dl_tensor_f32(&x, 2, rows, features, 0, 0, "x"));
+  dl_ctx ctx = {.grad_enabled = true, .autocast = DL_F32, .seed = DROP_SEED, .step = DROP_STEP,
+                .sample_ids = ids};
+  ok(l.ops->forward(&l, &ctx, &x, &y));
+  memcpy(mask, l.saved[0].data, (size_t)(rows * features) * sizeof *mask);
+  dl_tensor_free(&x), dl_tensor_free(&y);
+  dl_layer_destroy(&l);
+  free(ids);
+}
+
+static const int64_t drop_shapes[][2] = {{1, 1}, {3, 5}, {8, 64}, {7, 1023}, {33, 4097}};
+
+/* Shape i of drop_shapes: the CPU's mask in want, the streams, room in got. */
+typedef struct drop_case {
+  int64_t rows, f;
+  float *want, *got;
+  dl_stream *streams;
+} drop_case;
+
+static drop_case drop_case_make(size_t i) {
+  drop_case c = {.rows = drop_shapes[i][0], .f = drop_shapes[i][1]};
+  c.want = host_floats(c.rows * c.f);
+  c.got = host_floats(c.rows * c.f);
+  c.streams = malloc((size_t)c.rows * sizeof *c.streams);
+  assert_non_null(c.streams);
+  cpu_dropout_mask(c.rows, c.f, 0.25f, c.want, c.streams);
+  return c;
+}
+
+static void drop_case_check_free(drop_case *c) {
+  assert_memory_equal(c->want, c->got, (size_t)(c->rows * c->f) * sizeof *c->got);
+  free(c->want), free(c->got), free(c->streams);
+}
+
+/* The kernel's element code on the host: cpu/dropout.c's masks bit for bit. */
+static void test_dropout_host_twin(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof drop_shapes / sizeof *drop_shapes; i++) {
+    drop_case c = drop_case_make(i);
+    ok(dl_cuda_dropout_mask_host(c.streams, c.rows, c.f, 0.75f, 1.0f / 0.75f, c.got));
+    drop_case_check_free(&c);
+  }
+  float m[1];
+  dl_stream s = dl_stream_make(1, "t", NULL, 0);
+  assert_int_equal(dl_cuda_dropout_mask_host(&s, 1, 1, 0.0f, 1.0f, m), DL_ERR_INVALID);
+  assert_true(contains(dl_last_error(), "keep probability 0"));
+}
+
+/* The same masks made on the GPU. */
+static void test_dropout_kernel(void **state) {
+  (void)state;
+  dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
+  for (size_t i = 0; i < sizeof drop_shapes / sizeof *drop_shapes; i++) {
+    drop_case c = drop_case_make(i);
+    const size_t stream_bytes = (size_t)c.rows * sizeof *c.streams;
+    void *ds = NULL, *dm = NULL;
+    ok(dl_cuda_alloc(ctx, stream_bytes, "streams", &ds));
+    ok(dl_cuda_alloc(ctx, (size_t)(c.rows * c.f) * sizeof(float), "mask", &dm));
+    ok(dl_cuda_upload_bytes(ctx, ds, c.streams, stream_bytes, "streams"));
+    ok(dl_cuda_dropout_mask(ctx, ds, c.rows, c.f, 0.75f, 1.0f / 0.75f, dm));
+    from_device(ctx, c.got, dm, c.rows * c.f);
+    ok(dl_cuda_free(ds)), ok(dl_cuda_free(dm));
+    drop_case_check_free(&c);
+  }
+  dl_cuda_destroy(ctx);
 }
 
 /* Refusals that need no GPU: each names what is wrong. */
@@ -767,6 +855,7 @@ int main(void) {
       cmocka_unit_test(test_failure_messages),
       cmocka_unit_test(test_sum_ref_known_answers),
       cmocka_unit_test(test_uniform_host_twin),
+      cmocka_unit_test(test_dropout_host_twin),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_memory),
       cmocka_unit_test(test_sgemm_fp32),
@@ -776,6 +865,7 @@ int main(void) {
       cmocka_unit_test(test_optim_kernel),
       cmocka_unit_test(test_sum_kernel),
       cmocka_unit_test(test_uniform_kernel),
+      cmocka_unit_test(test_dropout_kernel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

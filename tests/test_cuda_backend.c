@@ -656,6 +656,34 @@ static void test_optim_bitwise(void **state) {
   dl_cuda_backend_destroy(b);
 }
 
+/* Dropout masks from the device Philox through the layer: the CPU's
+ * output and mask bit for bit (rows keyed by sample ids, odd widths). */
+static void test_dropout_bitwise(void **state) {
+  (void)state;
+  dl_backend *b = backend_or_skip(DL_CUDA_MATH_FP32, DL_CUDA_CONV_DETERMINISTIC);
+  dl_layer_desc d = dl_layer_default(DL_DROPOUT);
+  d.p = 0.4f;
+  int64_t ids[17];
+  for (int i = 0; i < 17; i++) ids[i] = 1000 + 7 * i;
+  dl_tensor x = {0}, y[2] = {{0}}, mask[2] = {{0}};
+  ok(dl_tensor_f32(&x, 2, 17, 301, 0, 0, "x"));
+  fill(dl_f32(&x), x.numel, 90);
+  for (int k = 0; k < 2; k++) {
+    dl_layer l;
+    ok(dl_layer_init(&l, &d, "3.", 5, 11));
+    dl_ctx ctx = {.grad_enabled = true, .autocast = DL_F32, .seed = 11, .step = 2,
+                  .sample_ids = ids, .backend = k ? b : NULL};
+    ok(l.ops->forward(&l, &ctx, &x, &y[k]));
+    ok(dl_tensor_clone(&mask[k], &l.saved[0], "mask"));
+    dl_layer_destroy(&l);
+  }
+  assert_memory_equal(y[1].data, y[0].data, dl_tensor_bytes(&y[0]));
+  assert_memory_equal(mask[1].data, mask[0].data, dl_tensor_bytes(&mask[0]));
+  for (int k = 0; k < 2; k++) dl_tensor_free(&y[k]), dl_tensor_free(&mask[k]);
+  dl_tensor_free(&x);
+  dl_cuda_backend_destroy(b);
+}
+
 /* The backend's own refusals name the operation and the geometry. */
 static void test_conv_refusals(void **state) {
   (void)state;
@@ -700,6 +728,7 @@ int main(void) {
       cmocka_unit_test(test_deterministic_and_accumulation),
       cmocka_unit_test(test_conv_refusals),
       cmocka_unit_test(test_optim_bitwise),
+      cmocka_unit_test(test_dropout_bitwise),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

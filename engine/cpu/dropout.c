@@ -5,7 +5,8 @@
  * gets the same mask whatever batch, row, thread or rank it lands on.
  * Element j of a row of F = numel / N features is kept iff word j of the
  * stream, as a uniform in [0, 1), is below 1 - p. The PyTorch conformance
- * script reimplements exactly this in numpy. */
+ * script reimplements exactly this in numpy. A backend that makes dropout
+ * masks (backend.h; the CUDA one with the device Philox) makes the same. */
 #include "cpu/kinds.h"
 
 #include "half.h"
@@ -44,14 +45,19 @@ typedef struct dropout_job {
   uint8_t *keep;   /* scratch, one byte per element */
 } dropout_job;
 
+/* Row r's stream: (seed, "dropout", {layer, step, global sample id}). */
+static dl_stream row_stream(const dropout_job *j, int64_t r) {
+  int64_t sample = j->ctx->sample_ids ? j->ctx->sample_ids[r] : r;
+  uint64_t idx[3] = {j->l->rng_id, (uint64_t)j->ctx->step, (uint64_t)sample};
+  return dl_stream_make(j->ctx->seed, "dropout", idx, 3);
+}
+
 static void dropout_rows(void *p, int64_t begin, int64_t end) {
   const dropout_job *j = p;
   const float keep_prob = 1.0f - j->l->desc.p;
   const float scale = 1.0f / keep_prob;
   for (int64_t r = begin; r < end; r++) {
-    int64_t sample = j->ctx->sample_ids ? j->ctx->sample_ids[r] : r;
-    uint64_t idx[3] = {j->l->rng_id, (uint64_t)j->ctx->step, (uint64_t)sample};
-    dl_stream stream = dl_stream_make(j->ctx->seed, "dropout", idx, 3);
+    dl_stream stream = row_stream(j, r);
     const int64_t o = r * j->features;
     dl_stream_bernoulli(&stream, 0, keep_prob, j->keep + o, j->features);
     for (int64_t i = o; i < o + j->features; i++) {
@@ -61,6 +67,23 @@ static void dropout_rows(void *p, int64_t begin, int64_t end) {
       j->y[i] = j->x[i] * j->mask[i];
     }
   }
+}
+
+/* The masks from the context's backend (one stream per row), then
+ * y = x * mask here: the same masks as dropout_rows, bit for bit. */
+static dl_status offload_masks(const dropout_job *j, int64_t rows) {
+  const dl_backend *b = j->ctx->backend;
+  dl_stream *streams = dl_mem_alloc_uninit((size_t)(rows ? rows : 1) * sizeof *streams,
+                                           "dropout streams");
+  if (!streams) return DL_ERR_NOMEM;
+  for (int64_t r = 0; r < rows; r++) streams[r] = row_stream(j, r);
+  const float keep_prob = 1.0f - j->l->desc.p;
+  dl_status s = b->dropout_mask(b->impl, streams, rows, j->features, keep_prob,
+                                1.0f / keep_prob, j->mask);
+  dl_mem_free(streams);
+  DL_TRY(s);
+  for (int64_t i = 0; i < rows * j->features; i++) j->y[i] = j->x[i] * j->mask[i];
+  return DL_OK;
 }
 
 static dl_status dropout_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
@@ -75,21 +98,23 @@ static dl_status dropout_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
   } else {
     dl_tensor mask = {0};
     uint8_t *keep = NULL;
+    const bool offload = ctx->backend && ctx->backend->dropout_mask;
     s = dl_tensor_alloc_uninit(&mask, DL_F32, x->ndim, x->shape, "dropout mask");
-    if (s == DL_OK) {
+    if (s == DL_OK && !offload) {
       keep = dl_mem_alloc_uninit((size_t)x->numel, "dropout keep bytes");
       if (!keep) s = DL_ERR_NOMEM;
     }
+    int64_t rows = x->shape[0];
+    dropout_job job = {.l = l, .ctx = ctx, .features = rows ? x->numel / rows : 0,
+                       .x = dl_f32(x), .y = dl_f32(y), .mask = dl_f32(&mask), .keep = keep};
+    if (s == DL_OK && offload) s = offload_masks(&job, rows);
+    else if (s == DL_OK) dl_parallel_for(rows, 1, dropout_rows, &job);
+    dl_mem_free(keep);
     if (s != DL_OK) {
       dl_tensor_free(&mask);
       dl_tensor_free(y);
       return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
     }
-    int64_t rows = x->shape[0];
-    dropout_job job = {.l = l, .ctx = ctx, .features = rows ? x->numel / rows : 0,
-                       .x = dl_f32(x), .y = dl_f32(y), .mask = dl_f32(&mask), .keep = keep};
-    dl_parallel_for(rows, 1, dropout_rows, &job);
-    dl_mem_free(keep);
     if (ctx->grad_enabled)
       l->saved[0] = mask;
     else

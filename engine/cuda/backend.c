@@ -2,7 +2,8 @@
  * grow-only device buffers, GEMMs through dl_cuda_sgemm, convolutions
  * through cuDNN's legacy (v7-style) convolution API with the algorithm
  * chosen once per geometry, optimizer steps through kernels.cu's
- * optim_elem.h kernel (the CPU's element code).
+ * optim_elem.h kernel (the CPU's element code), dropout masks through the
+ * device Philox.
  *
  * Staging: three buffers (two inputs, one output) and one cuDNN workspace,
  * each grown to the largest call seen and freed only with the backend.
@@ -244,6 +245,29 @@ static dl_status cb_optim_step(void *impl, const dl_optim_coeffs *c, int64_t n, 
     return dl_fail_context(s, "cuda %s step of %lld elements: ", c->adam ? "adam" : "sgd",
                            (long long)n);
   return DL_OK;
+}
+
+/* ---- dropout masks ---- */
+
+/* The rows' streams up, the masks made by the device Philox (kernels.cu),
+ * the masks back. */
+static dl_status cb_dropout_mask(void *impl, const dl_stream *streams, int64_t rows,
+                                 int64_t features, float keep_prob, float scale, float *mask) {
+  cuda_backend *cb = impl;
+  if (rows < 0 || features < 0 || (features > 0 && rows > INT64_MAX / features) ||
+      (rows * features > 0 && (!streams || !mask)))
+    return dl_fail(DL_ERR_INVALID, "cuda dropout mask [%lld, %lld]: bad shape or a missing "
+                   "array", (long long)rows, (long long)features);
+  if (rows * features == 0) return DL_OK;
+  DL_TRY(dl_cuda_enter(cb->ctx, "cuda backend dropout mask"));
+  const size_t bytes = (size_t)(rows * features) * sizeof(float);
+  DL_TRY(buf_reserve(cb, &cb->in1, (size_t)rows * sizeof *streams, "dropout streams"));
+  DL_TRY(dl_cuda_upload_bytes(cb->ctx, cb->in1.p, streams, (size_t)rows * sizeof *streams,
+                              "dropout streams"));
+  DL_TRY(buf_reserve(cb, &cb->out, bytes, "dropout mask"));
+  DL_TRY(dl_cuda_dropout_mask(cb->ctx, cb->in1.p, rows, features, keep_prob, scale,
+                              cb->out.p));
+  return dl_cuda_download_bytes(cb->ctx, mask, cb->out.p, bytes, "dropout mask");
 }
 
 /* ---- convolutions ---- */
@@ -658,6 +682,7 @@ dl_status dl_cuda_backend_create(const dl_cuda_backend_options *o, dl_backend **
   cb->iface.impl = cb;
   cb->iface.sgemm = cb_sgemm;
   cb->iface.optim_step = cb_optim_step;
+  cb->iface.dropout_mask = cb_dropout_mask;
 #ifdef DL_CUDA_HAVE_CUDNN
   cb->iface.conv2d_forward = cb_conv_forward;
   cb->iface.conv2d_backward_data = cb_conv_backward_data;

@@ -105,6 +105,33 @@ __global__ void uniform_kernel(dl_stream s, uint64_t index, int64_t n, uint64_t 
     dl_cuda_philox::uniform_block(s, index, n, first_block + (uint64_t)t, out);
 }
 
+// ---- dropout masks ----
+
+// Block `block` of row r's stream: mask = scale where the word's uniform is
+// below keep_prob, else 0 (cpu/dropout.c's rule, dl_stream_bernoulli's
+// comparison).
+__host__ __device__ void dropout_block(const dl_stream &s, int64_t features, uint64_t block,
+                                       float keep_prob, float scale, float *row_mask) {
+  uint32_t words[4];
+  dl_cuda_philox::stream_block(s, block, words);
+  for (unsigned lane = 0; lane < 4; lane++) {
+    uint64_t j = block * 4 + lane;
+    if (j < (uint64_t)features)
+      row_mask[j] = dl_cuda_philox::uniform_of(words[lane]) < keep_prob ? scale : 0.0f;
+  }
+}
+
+__global__ void dropout_mask_kernel(const dl_stream *streams, int64_t rows, int64_t features,
+                                    uint64_t blocks_per_row, float keep_prob, float scale,
+                                    float *mask) {
+  const int64_t total = rows * (int64_t)blocks_per_row;
+  for (int64_t t = first_index(); t < total; t += grid_stride()) {
+    int64_t r = t / (int64_t)blocks_per_row;
+    dropout_block(streams[r], features, (uint64_t)(t % (int64_t)blocks_per_row), keep_prob,
+                  scale, mask + r * features);
+  }
+}
+
 } // namespace
 
 // ---- the API ----
@@ -200,4 +227,38 @@ extern "C" void dl_cuda_uniform_host(const dl_stream *s, uint64_t index, float *
   if (n <= 0) return;
   uint64_t first = index / 4, last = (index + (uint64_t)(n - 1)) / 4;
   for (uint64_t b = first; b <= last; b++) dl_cuda_philox::uniform_block(*s, index, n, b, out);
+}
+
+static dl_status check_dropout(int64_t rows, int64_t features, float keep_prob,
+                               bool pointers_ok) {
+  if (rows < 0 || features < 0 || (features > 0 && rows > INT64_MAX / features))
+    return dl_fail(DL_ERR_INVALID, "dl_cuda_dropout_mask: bad shape [%lld, %lld]",
+                   (long long)rows, (long long)features);
+  if (!(keep_prob > 0.0f && keep_prob <= 1.0f))
+    return dl_fail(DL_ERR_INVALID, "dl_cuda_dropout_mask: keep probability %g outside (0, 1]",
+                   (double)keep_prob);
+  return check_n("dl_cuda_dropout_mask", rows * features, pointers_ok);
+}
+
+extern "C" dl_status dl_cuda_dropout_mask(dl_cuda *ctx, const dl_stream *streams, int64_t rows,
+                                          int64_t features, float keep_prob, float scale,
+                                          float *mask) {
+  DL_TRY(check_dropout(rows, features, keep_prob, streams && mask));
+  DL_TRY(dl_cuda_enter(ctx, "dl_cuda_dropout_mask"));
+  if (rows * features == 0) return DL_OK;
+  uint64_t bpr = ((uint64_t)features + 3) / 4;
+  dropout_mask_kernel<<<blocks_for(rows * (int64_t)bpr), THREADS, 0, ctx->stream>>>(
+      streams, rows, features, bpr, keep_prob, scale, mask);
+  return LAUNCHED(dropout_mask_kernel);
+}
+
+extern "C" dl_status dl_cuda_dropout_mask_host(const dl_stream *streams, int64_t rows,
+                                               int64_t features, float keep_prob, float scale,
+                                               float *mask) {
+  DL_TRY(check_dropout(rows, features, keep_prob, streams && mask));
+  uint64_t bpr = ((uint64_t)features + 3) / 4;
+  for (int64_t r = 0; r < rows; r++)
+    for (uint64_t b = 0; b < bpr; b++)
+      dropout_block(streams[r], features, b, keep_prob, scale, mask + r * features);
+  return DL_OK;
 }

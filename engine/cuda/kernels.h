@@ -76,6 +76,18 @@ dl_status dl_cuda_uniform(dl_cuda *ctx, const dl_stream *s, uint64_t index, floa
 /* The device code's element function run on the host over a host array. */
 void dl_cuda_uniform_host(const dl_stream *s, uint64_t index, float *out, int64_t n);
 
+/* ---- dropout masks ---- */
+
+/* mask[r * features + j] = scale if uniform(word j of streams[r]) <
+ * keep_prob, else 0: cpu/dropout.c's mask (its rule 1 stream per row)
+ * bit for bit. streams (rows of them) and mask are device pointers;
+ * keep_prob in (0, 1]. */
+dl_status dl_cuda_dropout_mask(dl_cuda *ctx, const dl_stream *streams, int64_t rows,
+                               int64_t features, float keep_prob, float scale, float *mask);
+/* The kernel's element code on the host over host arrays. */
+dl_status dl_cuda_dropout_mask_host(const dl_stream *streams, int64_t rows, int64_t features,
+                                    float keep_prob, float scale, float *mask);
+
 #ifdef __cplusplus
 }
 #endif
