@@ -115,6 +115,10 @@ typedef struct dlc_bugs {
 
 typedef struct dlc_run_config {
   char name[DLC_NAME_MAX];
+  /* A recorded trace (HDF5, e.g. of a PyTorch run) that stands for this run
+   * instead of training it ("" = train in the engine). The loader resets
+   * every other setting of such a run to its default: none of them applies. */
+  char trace[DLC_PATH_MAX];
   uint64_t seed;
   dl_layer_desc layers[DLC_MAX_LAYERS];
   int nlayers;

@@ -28,9 +28,34 @@ static dlc_device exec_device(const dlc_exec_options *o) {
 static bool devices_missing(const dlc_scenario *s, const dlc_exec_options *o, char *reason,
                             size_t len) {
   for (int i = 0; i < s->nruns; i++)
-    if (!dlc_device_available(dlc_run_device(&s->runs[i], exec_device(o)), reason, len))
+    if (!s->runs[i].trace[0] &&
+        !dlc_device_available(dlc_run_device(&s->runs[i], exec_device(o)), reason, len))
       return true;
   return false;
+}
+
+/* A run given as a recorded trace: the file read, named and hashed as the
+ * engine's runs are, so that every check finds it. */
+static dl_status load_trace_run(const dlc_scenario *s, const dlc_run_config *c, const char *root,
+                                dlc_trace *out) {
+  char path[2 * DLC_PATH_MAX];
+  dl_status st = dlc_path_under(path, sizeof path, root, c->trace);
+  if (!st) st = dlc_trace_load(path, out, NULL);
+  if (st) return dl_fail_context(st, "scenario %s, run %s (trace: %s): ", s->name, c->name, c->trace);
+  snprintf(out->run, sizeof out->run, "%s", c->name);
+  snprintf(out->scenario, sizeof out->scenario, "%s", s->name);
+  out->scenario_hash = s->hash;
+  return DL_OK;
+}
+
+/* Reports say where a run computed (the "backend" note): for a trace, the
+ * file, then what the recorder said, if anything. */
+static dl_status note_trace_origin(const dlc_run_config *c, dlc_trace *t) {
+  const char *recorded = dlc_trace_note(t, "backend");
+  char text[DLC_PATH_MAX + 1024];
+  snprintf(text, sizeof text, "trace: %s%s%.1000s", c->trace, recorded ? "; " : "",
+           recorded ? recorded : "");
+  return dlc_trace_set_note(t, "backend", text);
 }
 
 static double now_seconds(void) {
@@ -64,6 +89,11 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
     if (reuse && memcmp(&runs[i], &s->runs[i], sizeof runs[i]) == 0) {
       dlc_trace_init(&traces[i], s->name, runs[i].name);
       DL_TRY(dlc_trace_copy(&traces[i], &reuse[i]));
+      continue;
+    }
+    if (runs[i].trace[0]) {
+      DL_TRY(load_trace_run(s, &runs[i], o->root, &traces[i]));
+      DL_TRY(note_trace_origin(&runs[i], &traces[i]));
       continue;
     }
     snprintf(p.what, sizeof p.what, "%.60s%.60s", label, runs[i].name); /* a progress label */
@@ -351,7 +381,8 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
                         .progress = on_step, .user = &p, .comm = o->comm,
                         .device = exec_device(o)};
   dlc_trace trace;
-  DL_TRY(dlc_run(&s->runs[0], &ro, &trace));
+  if (s->runs[0].trace[0]) DL_TRY(load_trace_run(s, &s->runs[0], o->root, &trace));
+  else DL_TRY(dlc_run(&s->runs[0], &ro, &trace));
   if (!writes_files(o)) {
     dlc_trace_free(&trace);
     return written ? dlc_path(written, len, "%s (by rank 0)", path) : DL_OK;

@@ -288,9 +288,10 @@ static dl_status scenario_section(FILE *f, const dlc_scenario_result *r, int ind
     text(f, r->skipped);
     fputs("</p>\n", f);
   }
-  for (int i = 0; i < r->ntraces; i++) { /* where each non-CPU run computed */
+  for (int i = 0; i < r->ntraces; i++) { /* where each non-CPU or recorded run computed */
     const char *where = dlc_trace_note(&r->traces[i], "backend");
-    if (!where || strcmp(r->traces[i].backend, "cpu") == 0) continue;
+    bool recorded = where && strncmp(where, "trace: ", 7) == 0;
+    if (!where || (!recorded && strcmp(r->traces[i].backend, "cpu") == 0)) continue;
     fputs("<p class=\"note\">", f);
     text(f, r->traces[i].run);
     fputs(": ", f);

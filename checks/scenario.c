@@ -326,10 +326,11 @@ static const yu_field bug_fields[] = {
 _Static_assert(COUNT(bug_fields) * sizeof(bool) == sizeof(dlc_bugs),
                "every field of dlc_bugs has a key");
 
-#define RUN_SETTINGS(model_required)                                                     \
+#define RUN_SETTINGS                                                                     \
   {RF("seed", YU_U64, seed)},                                                            \
-  {.key = "model", .type = YU_CUSTOM, .parse = parse_model, .required = model_required}, \
+  {.key = "model", .type = YU_CUSTOM, .parse = parse_model}, /* build_run needs it */    \
   RSTR("init_weights", YU_STR0, init_weights),                                           \
+  RSTR("trace", YU_STR0, trace),                                                         \
   RSUB("data", data_fields), RSUB("optimizer", optim_fields),                            \
   RSUB("schedule", schedule_fields), RSUB("clip", clip_fields),                          \
   RSUB("precision", precision_fields), RSUB("parallel", parallel_fields),                \
@@ -347,12 +348,12 @@ _Static_assert(COUNT(bug_fields) * sizeof(bool) == sizeof(dlc_bugs),
 static const yu_field top_fields[] = {
     {.key = "name", .type = YU_SKIP, .required = true},
     {.key = "description", .type = YU_SKIP, .required = true},
-    RUN_SETTINGS(true),
+    RUN_SETTINGS,
     {.key = "runs", .type = YU_SKIP, .required = true},
     {.key = "checks", .type = YU_SKIP, .required = true},
     {.key = "pitfalls", .type = YU_SKIP},
 };
-static const yu_field override_fields[] = {RUN_SETTINGS(false)};
+static const yu_field override_fields[] = {RUN_SETTINGS};
 
 /* ---- building a run ---------------------------------------------------- */
 
@@ -399,6 +400,21 @@ static dl_status build_run(loader *L, int run, const yu_val *extra, const yu_val
   const int n = COUNT(override_fields);
   if (!yu_is_null(ov)) DL_TRY(yu_apply(ov, override_fields, n, c, L, false, NULL));
   if (extra) DL_TRY(yu_apply(extra, override_fields, n, c, L, false, NULL));
+  if (c->trace[0]) {
+    /* Nothing but the file applies to a recorded run: defaults everywhere
+     * else keep --world and the variants' reuse test (memcmp) off it. */
+    char trace[DLC_PATH_MAX];
+    memcpy(trace, c->trace, sizeof trace);
+    dlc_run_config_default(c);
+    snprintf(c->name, sizeof c->name, "%s", L->runs[run].key);
+    memcpy(c->trace, trace, sizeof trace);
+    return DL_OK;
+  }
+  /* Only runs the engine trains need a model; a pitfall's message points
+   * at its overrides, the scenario's at the top level. */
+  if (c->nlayers == 0)
+    return yu_fail(extra ? where : &L->root, DL_ERR_FORMAT, "missing required key 'model': run "
+                   "'%s' trains in the engine (only a run with trace: needs none)", c->name);
   return finish_run(c, where, who);
 }
 

@@ -459,6 +459,72 @@ static void test_dependent_defaults(void **state) {
   dlc_scenario_free(s);
 }
 
+/* ---- runs given as recorded traces ------------------------------------- */
+
+/* Only traces: no model, no data path needed. */
+static const char *const TRACES =
+    "name: bad\n"
+    "description: Runs that are recorded traces.\n"
+    "runs:\n"
+    "  torch: {trace: fixtures/torch/a.h5}\n"
+    "  other: {trace: /abs/b.h5, optimizer: {lr: 0.5}, parallel: {world: 2}}\n"
+    "checks:\n"
+    "  - {name: same, kind: equivalence, a: torch, b: other}\n"
+    "pitfalls:\n"
+    "  - {id: G1, caught_by: same, runs: [torch], overrides: {trace: broken.h5}}\n"
+    "  - {id: G2, caught_by: same, overrides: {bugs: {no_zero_grad: true}}}\n";
+
+static void test_trace_runs(void **state) {
+  (void)state;
+  const char *dir = write_scenario("bad", TRACES, strlen(TRACES));
+  dlc_scenario *s = load_ok(dir);
+  remove_scenario("bad");
+  assert_string_equal(s->runs[0].trace, "fixtures/torch/a.h5");
+  assert_string_equal(s->runs[1].trace, "/abs/b.h5");
+  assert_string_equal(s->runs[1].name, "other");
+  /* every other setting of a trace run is the default: none applies */
+  dlc_run_config def;
+  dlc_run_config_default(&def);
+  assert_true(s->runs[1].optim.lr == def.optim.lr);
+  assert_int_equal(s->runs[1].parallel.world, 1);
+  assert_int_equal(s->runs[1].nlayers, 0);
+  /* a variant may point a run at another trace ... */
+  assert_string_equal(s->variants[0].runs[0].trace, "broken.h5");
+  assert_memory_equal(&s->variants[0].runs[1], &s->runs[1], sizeof s->runs[1]);
+  /* ... and settings it changes on a trace run leave the run as it was,
+   * so the pipeline's trace is reused */
+  assert_memory_equal(&s->variants[1].runs[0], &s->runs[0], sizeof s->runs[0]);
+  assert_memory_equal(&s->variants[1].runs[1], &s->runs[1], sizeof s->runs[1]);
+  dlc_scenario_free(s);
+  /* an engine run beside a trace run reads the model as before */
+  s = load_mutated("  other: {data: {batch: 4}}\n", "  other: {trace: t.h5}\n");
+  assert_int_equal(s->runs[0].nlayers, 3);
+  assert_string_equal(s->runs[0].trace, "");
+  assert_string_equal(s->runs[1].trace, "t.h5");
+  dlc_scenario_free(s);
+}
+
+/* The model is needed as soon as one run, of the scenario or of a
+ * variant, trains in the engine. */
+static void test_model_needed_by_engine_runs(void **state) {
+  (void)state;
+  char *text = mutate(TRACES, "{trace: /abs/b.h5,", "{");
+  const char *dir = write_scenario("bad", text, strlen(text));
+  dlc_scenario *s = NULL;
+  assert_int_equal(dlc_scenario_load(&s, dir), DL_ERR_FORMAT);
+  assert_non_null(strstr(dl_last_error(), "scenario.yaml:1:1: missing required key 'model': run "
+                                          "'other' trains in the engine"));
+  assert_null(s);
+  free(text);
+  text = mutate(TRACES, "{bugs: {no_zero_grad: true}}", "{trace: \"\"}");
+  dir = write_scenario("bad", text, strlen(text));
+  assert_int_equal(dlc_scenario_load(&s, dir), DL_ERR_FORMAT);
+  assert_non_null(strstr(dl_last_error(), "pitfalls[1].overrides: missing required key 'model': "
+                                          "run 'torch' trains in the engine"));
+  free(text);
+  remove_scenario("bad");
+}
+
 /* ---- bad files --------------------------------------------------------- */
 
 typedef struct bad_case {
@@ -533,6 +599,12 @@ static const bad_case bad_cases[] = {
      "name: bad", 0, "missing required key 'description'"},
     {"runs:\n  reference: {}\n  other: {data: {batch: 4}}\n", "", DL_ERR_FORMAT, "name: bad", 0,
      "missing required key 'runs'"},
+    {"model:\n  - {type: linear, in: 4, out: 3}\n  - {type: relu}\n  - {type: linear, in: 3, "
+     "out: 2}\n", "", DL_ERR_FORMAT, "name: bad", 0,
+     "missing required key 'model': run 'reference' trains in the engine (only a run with "
+     "trace: needs none)"},
+    {"  reference: {}\n", "  reference: {trace: [a]}\n", DL_ERR_FORMAT, "a]", 0,
+     "runs.reference.trace: expected a string, got a list"},
     {"{type: linear, in: 3, out: 2}", "{type: linear, in: 3}", DL_ERR_FORMAT,
      "type: linear, in: 3}", 0, "model[2]: missing required key 'out'"},
     {"{type: relu}", "{in: 3}", DL_ERR_FORMAT, "in: 3}", 0, "missing required key 'type'"},
@@ -752,6 +824,8 @@ int main(void) {
       cmocka_unit_test(test_full_variants),
       cmocka_unit_test(test_minimal_defaults),
       cmocka_unit_test(test_dependent_defaults),
+      cmocka_unit_test(test_trace_runs),
+      cmocka_unit_test(test_model_needed_by_engine_runs),
       cmocka_unit_test(test_bad_files),
       cmocka_unit_test(test_bad_generated),
       cmocka_unit_test(test_io_errors),

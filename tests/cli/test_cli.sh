@@ -87,6 +87,52 @@ expect 0 "compare a trace with the golden" \
 expect 1 "compare two different runs" \
   "$DLCHECK" compare "$WORK/report/traces/small/G2/accumulated.h5" "$GOLDEN/small/cpu.h5"
 contains "compare names the first step" "first differs at step"
+# Runs given as recorded traces (trace: FILE) stand in for training: the
+# golden recorded above, read as a run, equals the engine's run bitwise; its
+# other settings are ignored (lr 0.5 would change every step).
+mkdir -p "$WORK/traced/traced"
+sed -e 's/^name: small/name: traced/' -e '/^runs:/,$d' "$WORK/small/scenario.yaml" \
+  >"$WORK/traced/traced/scenario.yaml"
+cat >>"$WORK/traced/traced/scenario.yaml" <<EOF
+runs:
+  big: {}
+  recorded: {trace: $GOLDEN/small/cpu.h5, optimizer: {lr: 0.5}}
+checks:
+  - {name: same_run, kind: equivalence, a: big, b: recorded, quantities: [loss, params, buffers], tolerance: bitwise}
+pitfalls:
+  - {id: G2, caught_by: same_run, runs: [recorded], overrides: {trace: $WORK/report/traces/small/G2/accumulated.h5}}
+EOF
+expect 0 "a trace run equals the engine's run" "$DLCHECK" run --pitfalls --golden-dir "$WORK/none" \
+  --out "$WORK/traced/out" "$WORK/traced/traced"
+contains "the trace run passes bitwise" "PASS      traced/same_run"
+contains "a variant's trace is caught" "caught    G2"
+grep -q "\"backend_detail\": *\"trace: $GOLDEN/small/cpu.h5" "$WORK/traced/out/report.json" &&
+  ok "report.json says the run is a trace" || bad "report.json backend_detail of a trace run"
+# Only traces: no model needed, and a device the runs never use is no reason to skip.
+mkdir -p "$WORK/traced/only_traces"
+cat >"$WORK/traced/only_traces/scenario.yaml" <<EOF
+name: only_traces
+description: Two recorded runs.
+backend: {device: cuda}
+runs:
+  golden: {trace: $GOLDEN/small/cpu.h5}
+  again: {trace: $WORK/traced/out/traces/traced/pipeline/big.h5}
+checks:
+  - {name: same_run, kind: equivalence, a: golden, b: again, tolerance: bitwise}
+EOF
+expect 0 "a scenario of traces only needs no model" "$DLCHECK" run --golden-dir "$WORK/none" \
+  "$WORK/traced/only_traces"
+contains "traces only are not skipped" "PASS      only_traces/same_run"
+expect 0 "record a golden from a trace run" "$DLCHECK" record --golden-dir "$WORK/tgolden" \
+  "$WORK/traced/only_traces"
+expect 0 "the trace run matches its golden" "$DLCHECK" run --golden-dir "$WORK/tgolden" \
+  "$WORK/traced/only_traces"
+contains "trace golden passes" "PASS      only_traces/golden"
+sed -i "s|recorded: {trace: [^,]*,|recorded: {trace: $WORK/nope.h5,|" "$WORK/traced/traced/scenario.yaml"
+expect 2 "a missing trace file" "$DLCHECK" run --golden-dir "$WORK/none" "$WORK/traced/traced"
+contains "names the scenario, run and file" "scenario traced, run recorded (trace: $WORK/nope.h5)"
+contains "says why" "nope.h5: cannot open"
+
 expect 0 "env" "$DLCHECK" env
 expect 0 "env --json" "$DLCHECK" env --json
 expect 0 "env against a golden" "$DLCHECK" env "$GOLDEN/small/cpu.h5"
