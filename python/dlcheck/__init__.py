@@ -5,7 +5,10 @@ __version__ = "0.1.0"
 
 from .digest import digest  # noqa: E402
 from .envinfo import fingerprint  # noqa: E402
-from .tracefile import LayerStats, Trace, TraceError, TraceFormatError, read_trace, write_trace  # noqa: E402,E501
+from .recorder import Recorder  # noqa: E402
+from .state_dict import save_state_dict  # noqa: E402
+from .tracefile import (LayerStats, Trace, TraceError, TraceFormatError,  # noqa: E402
+                        read_trace, write_trace)
 
-__all__ = ["read_trace", "write_trace", "Trace", "LayerStats", "TraceError",
-           "TraceFormatError", "fingerprint", "digest", "__version__"]
+__all__ = ["Recorder", "read_trace", "write_trace", "Trace", "LayerStats", "TraceError",
+           "TraceFormatError", "fingerprint", "save_state_dict", "digest", "__version__"]
