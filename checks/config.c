@@ -48,6 +48,8 @@ void dlc_run_config_default(dlc_run_config *c) {
   c->parallel.broadcast_buffers = true; /* DistributedDataParallel's default */
   c->accumulation = 1;
   c->loss_weight = 1.0f;
+  c->loss.reduction = DL_REDUCTION_MEAN; /* F.cross_entropy's defaults */
+  c->loss.ignore_index = -100;
   c->steps = 10;
   c->checkpoint.optimizer = true;
   c->checkpoint.scaler = true;

@@ -8,6 +8,7 @@
 #define DLC_CONFIG_H
 
 #include "layer.h"
+#include "loss.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -62,6 +63,18 @@ typedef struct dlc_parallel_config {
   int threads;              /* kernel threads (dl_set_num_threads) */
   bool broadcast_buffers;   /* DDP default true (rank 0's buffers each forward) */
 } dlc_parallel_config;
+
+/* The training loss (engine/loss.h's dl_ce_desc). Cross-entropy only: the
+ * runner's data are class labels. With reduction sum, K accumulated
+ * micro-batch losses are summed, not divided by K: their sum is the big
+ * batch's sum. */
+typedef enum { DLC_LOSS_CROSS_ENTROPY = 0 } dlc_loss_kind;
+typedef struct dlc_loss_config {
+  dlc_loss_kind kind;
+  dl_reduction reduction;   /* mean (default) or sum */
+  float label_smoothing;    /* in [0, 1]; 0 */
+  int32_t ignore_index;     /* -100 */
+} dlc_loss_config;
 
 /* Where a run computes (engine/backend.h). `default` takes the command
  * line's --backend, so one scenario runs on either; a run that names a
@@ -129,6 +142,7 @@ typedef struct dlc_run_config {
   float clip_max_norm;      /* 0 = no clipping */
   float loss_weight;        /* the loss is multiplied by it (an auxiliary loss's
                                weight, say); 1 by default */
+  dlc_loss_config loss;
   dlc_precision_config precision;
   dlc_parallel_config parallel;
   dlc_backend_config backend;

@@ -34,15 +34,17 @@ static dl_ctx train_ctx(dlc_rank *r, const dl_batch *b, int64_t *ids_scratch) {
 }
 
 /* Tokens with a target in the K micro-batches of every rank (G4's correct
- * normaliser); 0 for classification data. */
+ * normaliser of a mean); 0 for classification data and for a sum, which
+ * needs no normaliser. */
 static dl_status count_tokens(dlc_rank *r, float *total) {
+  const dlc_run_config *c = r->cfg;
   *total = 0;
-  if (r->cfg->data.source != DLC_DATA_TOKENS) return DL_OK;
+  if (c->data.source != DLC_DATA_TOKENS || c->loss.reduction != DL_REDUCTION_MEAN) return DL_OK;
   float n = 0;
-  for (int k = 0; k < r->cfg->accumulation; k++) {
+  for (int k = 0; k < c->accumulation; k++) {
     const dl_batch *b = &r->micro[k];
     int64_t per_row = b->y.numel / b->capacity;
-    for (int64_t i = 0; i < b->n * per_row; i++) n += dl_i32(&b->y)[i] != DL_IGNORE_INDEX;
+    for (int64_t i = 0; i < b->n * per_row; i++) n += dl_i32(&b->y)[i] != c->loss.ignore_index;
   }
   DL_TRY(dl_comm_allreduce_sum(r->comm, &n, 1));
   *total = n;
@@ -98,8 +100,14 @@ static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double
   const dl_tensor *out;
   DL_TRY(dl_model_forward(r->model, &ctx, &x, &out));
   dl_ce_desc ce = dl_ce_default();
+  ce.reduction = c->loss.reduction;
+  ce.label_smoothing = c->loss.label_smoothing;
+  ce.ignore_index = c->loss.ignore_index;
   ce.half_dtype = c->precision.loss_half;
-  float k_div = c->bug.loss_not_divided ? 1.0f : (float)c->accumulation;
+  /* A mean over K micro-batches is loss/K each; a sum over the big batch is
+   * the plain sum of the micro-batch sums, so nothing is divided. */
+  bool sum = c->loss.reduction == DL_REDUCTION_SUM;
+  float k_div = c->bug.loss_not_divided || sum ? 1.0f : (float)c->accumulation;
   float scale = dl_scaler_factor(&r->scaler) * c->loss_weight;
   ce.grad_scale = scale / k_div;
   dl_tensor weights = {0};
@@ -210,7 +218,7 @@ dl_status dlc_train_step(dlc_rank *r) {
     DL_TRY(micro_step(r, &r->micro[k], tokens, &l));
     loss_sum += l;
   }
-  float loss = (float)(loss_sum / K);
+  float loss = (float)(c->loss.reduction == DL_REDUCTION_SUM ? loss_sum : loss_sum / K);
   DL_TRY(dl_comm_allreduce_sum(r->comm, &loss, 1));
   loss /= (float)r->world;
   DL_TRY(sync_gradients(r));

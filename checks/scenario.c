@@ -286,6 +286,33 @@ static const yu_field parallel_fields[] = {
     {RF("broadcast_buffers", YU_BOOL, parallel.broadcast_buffers)},
 };
 
+_Static_assert(DL_REDUCTION_MEAN == 0 && DL_REDUCTION_SUM == 1 && sizeof(dl_reduction) == sizeof(int),
+               "reduction names follow dl_reduction");
+_Static_assert(sizeof(int32_t) == sizeof(int), "ignore_index is read as an int");
+static const char *const reduction_names[] = {"mean", "sum", NULL};
+
+/* mse needs float targets shaped like the model's output; the runner's data
+ * are class labels, so only cross_entropy can train on them. */
+static dl_status parse_loss_type(void *ctx, const yu_val *v, const yu_field *f, void *base) {
+  static const char *const names[] = {"cross_entropy", "mse", NULL};
+  (void)ctx, (void)f;
+  int i;
+  DL_TRY(yu_choice(v, names, &i));
+  if (i == 1)
+    return yu_fail(v, DL_ERR_INVALID, "mse needs float targets shaped like the model's output, "
+                   "but the runner's data (fixture, blobs, tokens) are class labels: use "
+                   "cross_entropy");
+  ((dlc_run_config *)base)->loss.kind = DLC_LOSS_CROSS_ENTROPY;
+  return DL_OK;
+}
+
+static const yu_field loss_fields[] = {
+    {.key = "type", .type = YU_CUSTOM, .parse = parse_loss_type},
+    {RF("reduction", YU_CHOICE, loss.reduction), .choices = reduction_names},
+    {RF("label_smoothing", YU_F32, loss.label_smoothing), .range = YU_UNIT},
+    {RF("ignore_index", YU_INT, loss.ignore_index), .range = YU_INTS(INT32_MIN, INT32_MAX)},
+};
+
 static const char *const device_names[] = {"default", "cpu", "cuda", NULL};
 static const char *const math_names[] = {"fp32", "tf32", NULL};
 static const char *const conv_algo_names[] = {"deterministic", "fastest", NULL};
@@ -338,6 +365,7 @@ _Static_assert(COUNT(bug_fields) * sizeof(bool) == sizeof(dlc_bugs),
   {RF("accumulation", YU_INT, accumulation), .range = YU_INTS(1, 1 << 20)},              \
   {RF("steps", YU_I64, steps), .range = YU_INTS(1, 1e9)},                                \
   {RF("loss_weight", YU_F32, loss_weight), .range = YU_GT0},                              \
+  RSUB("loss", loss_fields),                                                             \
   RSUB("checkpoint", checkpoint_fields), RSUB("eval", eval_fields),                      \
   {.key = "frozen", .type = YU_CUSTOM, .parse = parse_frozen},                           \
   {.key = "not_in_optimizer", .type = YU_CUSTOM, .parse = parse_not_in_optimizer},       \

@@ -397,6 +397,11 @@ static void test_minimal_defaults(void **state) {
   assert_int_equal(c->eval.repeats, 2);
   assert_int_equal(c->nfrozen + c->nnot_in_optimizer, 0);
   assert_int_equal(c->stats_every, 0);
+  assert_int_equal(c->loss.kind, DLC_LOSS_CROSS_ENTROPY); /* F.cross_entropy's defaults */
+  assert_int_equal(c->loss.reduction, DL_REDUCTION_MEAN);
+  assert_true(c->loss.label_smoothing == 0.0f);
+  assert_int_equal(c->loss.ignore_index, -100);
+  assert_string_equal(c->trace, "");
   assert_true(all_bools(&c->bug, sizeof c->bug, false));
   const dlc_tolerance def = dlc_tolerance_default(DL_F32);
   assert_int_equal(s->checks[0].tol.kind, def.kind);
@@ -456,6 +461,28 @@ static void test_dependent_defaults(void **state) {
   s = load_mutated("  reference: {}\n", "  reference:\n  ref2: ~\n");
   assert_int_equal(s->nruns, 3);
   assert_string_equal(s->runs[1].name, "ref2");
+  dlc_scenario_free(s);
+}
+
+/* The loss section: every key, and a run's override merging into it. */
+static void test_loss_section(void **state) {
+  (void)state;
+  dlc_scenario *s = load_mutated("steps: 4\n", "steps: 4\nloss: {type: cross_entropy, reduction: "
+                                 "sum, label_smoothing: 0.25, ignore_index: 7}\n");
+  const dlc_loss_config *l = &s->runs[0].loss;
+  assert_int_equal(l->kind, DLC_LOSS_CROSS_ENTROPY);
+  assert_int_equal(l->reduction, DL_REDUCTION_SUM);
+  assert_true(l->label_smoothing == 0.25f);
+  assert_int_equal(l->ignore_index, 7);
+  dlc_scenario_free(s);
+  s = load_mutated("  other: {data: {batch: 4}}\n",
+                   "  other: {loss: {label_smoothing: 1}}\nloss: {reduction: sum, "
+                   "ignore_index: -2147483648}\n");
+  assert_int_equal(s->runs[0].loss.reduction, DL_REDUCTION_SUM);
+  assert_true(s->runs[0].loss.label_smoothing == 0.0f);
+  assert_int_equal(s->runs[1].loss.reduction, DL_REDUCTION_SUM); /* merged key by key */
+  assert_true(s->runs[1].loss.label_smoothing == 1.0f);
+  assert_int_equal(s->runs[1].loss.ignore_index, INT32_MIN);
   dlc_scenario_free(s);
 }
 
@@ -585,6 +612,24 @@ static const bad_case bad_cases[] = {
      "model[1].p: must be in [0, 1), got 1"},
     {"steps: 4\n", "steps: 4\nseed: 99999999999999999999\n", DL_ERR_INVALID, "9999", 0,
      "integer '99999999999999999999' is out of range"},
+    {"steps: 4\n", "steps: 4\nloss: {type: mse}\n", DL_ERR_INVALID, "mse}", 0,
+     "loss.type: mse needs float targets shaped like the model's output, but the runner's data "
+     "(fixture, blobs, tokens) are class labels: use cross_entropy"},
+    {"steps: 4\n", "steps: 4\nloss: {type: hinge}\n", DL_ERR_INVALID, "hinge", 0,
+     "loss.type: expected one of: cross_entropy, mse; got 'hinge'"},
+    {"steps: 4\n", "steps: 4\nloss: {reduction: none}\n", DL_ERR_INVALID, "none", 0,
+     "loss.reduction: expected one of: mean, sum; got 'none'"},
+    {"steps: 4\n", "steps: 4\nloss: {label_smoothing: 1.5}\n", DL_ERR_INVALID, "1.5", 0,
+     "loss.label_smoothing: must be in [0, 1], got 1.5"},
+    {"steps: 4\n", "steps: 4\nloss: {label_smoothing: -0.1}\n", DL_ERR_INVALID, "-0.1", 0,
+     "loss.label_smoothing: must be in [0, 1], got -0.1"},
+    {"steps: 4\n", "steps: 4\nloss: {ignore_index: 2147483648}\n", DL_ERR_INVALID, "2147483648",
+     0, "loss.ignore_index: must be in"},
+    {"steps: 4\n", "steps: 4\nloss: {ignore_index: 1.5}\n", DL_ERR_FORMAT, "1.5", 0,
+     "loss.ignore_index: expected an integer, got '1.5'"},
+    {"steps: 4\n", "steps: 4\nloss: {weight: 2}\n", DL_ERR_FORMAT, "weight", 0,
+     "loss.weight: unknown key 'weight'; expected one of: type, reduction, label_smoothing, "
+     "ignore_index"},
     {"type: sgd", "type: sgdd", DL_ERR_INVALID, "sgdd", 0,
      "optimizer.type: expected one of: sgd, adam, adamw; got 'sgdd'"},
     {"lr: 0.1}", "lr: 0.1, betas: [0.9]}", DL_ERR_INVALID, "0.9]", 0,
@@ -824,6 +869,7 @@ int main(void) {
       cmocka_unit_test(test_full_variants),
       cmocka_unit_test(test_minimal_defaults),
       cmocka_unit_test(test_dependent_defaults),
+      cmocka_unit_test(test_loss_section),
       cmocka_unit_test(test_trace_runs),
       cmocka_unit_test(test_model_needed_by_engine_runs),
       cmocka_unit_test(test_bad_files),

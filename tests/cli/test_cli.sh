@@ -133,6 +133,32 @@ expect 2 "a missing trace file" "$DLCHECK" run --golden-dir "$WORK/none" "$WORK/
 contains "names the scenario, run and file" "scenario traced, run recorded (trace: $WORK/nope.h5)"
 contains "says why" "nope.h5: cannot open"
 
+# loss: {reduction: sum}: K micro-batch sums add up to the big batch's sum
+# (dividing each by K, or summing micro-batch means, would not), and
+# label_smoothing reaches the loss.
+mkdir -p "$WORK/loss/loss_sum"
+cat >"$WORK/loss/loss_sum/scenario.yaml" <<EOF
+name: loss_sum
+description: Reduction sum with gradient accumulation.
+seed: 3
+model: [{type: linear, in: 4, out: 3}]
+data: {source: blobs, n: 64, dim: 4, classes: 3, batch: 16, eval_split: ""}
+optimizer: {type: sgd, lr: 0.01}
+steps: 4
+loss: {reduction: sum}
+runs:
+  big: {}
+  accumulated: {accumulation: 4, data: {batch: 4}}
+  smoothed: {loss: {label_smoothing: 0.2}}
+checks:
+  - {name: sum_over_micro_batches, kind: equivalence, a: big, b: accumulated, quantities: [loss, params], tolerance: "close(1e-5, 1e-6)"}
+EOF
+expect 0 "loss sum: K micro-batches equal the big batch" "$DLCHECK" run --golden-dir "$WORK/none" \
+  --out "$WORK/loss/out" "$WORK/loss/loss_sum"
+contains "the sum check passes" "PASS      loss_sum/sum_over_micro_batches"
+expect 1 "label smoothing changes the run" "$DLCHECK" compare \
+  "$WORK/loss/out/traces/loss_sum/pipeline/smoothed.h5" "$WORK/loss/out/traces/loss_sum/pipeline/big.h5"
+
 expect 0 "env" "$DLCHECK" env
 expect 0 "env --json" "$DLCHECK" env --json
 expect 0 "env against a golden" "$DLCHECK" env "$GOLDEN/small/cpu.h5"
