@@ -1,43 +1,10 @@
-/* Traces and goldens in HDF5, readable by h5py and h5dump.
- *
- * Layout (schema_version 1):
- *   user block        512 bytes: "dlcheck trace 1\nxxh64 <16 hex digits>\n",
- *                     the xxhash64 of every byte after the user block
- *                     (h5util.h). A load checks it before HDF5 parses the
- *                     file, so a damaged, truncated or edited file is a
- *                     clean DL_ERR_FORMAT, never changed numbers or a crash.
- *   /                 attributes: schema_version (int64, 1), kind ("trace" or
- *                     "golden"), run, scenario, backend, seed (uint64),
- *                     scenario_hash (uint64) and scenario_hash_hex
- *                     ("0x0123456789abcdef")
- *   /series/<name>    float64 [steps], in recording order
- *   /digests/names    strings [n]
- *   /digests/values   uint64 [steps, n]: xxhash64 of tensor j after step s
- *   /stats/<k>        k = 0, 1, ...: attribute step (int64); layers
- *                     strings [nlayers]; values float64 [nlayers, 6] with
- *                     attribute columns = dlc_stat_names
- *   /finals/<name>    the final tensors, as engine state dicts store them
- *                     (float32/float16/bfloat16/int32/int64, rank 0..4)
- *   /metrics/names    strings [n]; /metrics/values float64 [n]
- *   /notes/names      strings [n]; /notes/texts strings [n]
- * A golden adds root attributes env_fingerprint (dlc_env JSON),
- * recorded_at (UTC, ISO 8601) and dlcheck_version, and
- *   /tolerances/quantities strings [n]; /tolerances/rules strings [n]
- *                     ("bitwise", "ulp(4)", "close(1e-05, 1e-06)").
- *
- * Names of series and finals become HDF5 link names, where '/' separates
- * groups: they are percent-encoded ('%' -> "%25", '/' -> "%2F", and a name
- * "." -> "%2E"), so "param/0.weight" is stored as /finals/param%2F0.weight
- * (urllib.parse.unquote in Python undoes it). Every other name and text is
- * an element of a string dataset and stored as is. Strings are fixed-length,
- * NUL-terminated UTF-8.
- *
- * A file changed with h5py no longer matches its seal and is refused:
- * goldens are recorded, not edited. Writes are atomic (temporary file
- * beside the target, fsync, rename, directory fsync): a killed writer
- * leaves the old file or the new one. Files carry no timestamps besides
- * recorded_at: the same trace saves to the same bytes. Reads open without
- * file locking (NFS, Lustre). */
+/* Traces and goldens in HDF5, readable by h5py and h5dump: dlc_trace_save
+ * writes a trace (a golden when meta is given) atomically, sealed with an
+ * xxhash64 header that dlc_trace_load checks before HDF5 parses the file;
+ * anything damaged, mistyped or of another schema_version is a clean
+ * DL_ERR_FORMAT. The file format (schema_version 1: layout, types, name
+ * encoding, seal, golden tolerances, what a reader refuses) is specified
+ * in docs/trace-format.md; change the two together. */
 #ifndef DLC_TRACE_IO_H
 #define DLC_TRACE_IO_H
 
