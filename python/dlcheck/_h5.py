@@ -135,7 +135,7 @@ def create_group(parent, name: str, intermediate: bool = False) -> h5g.GroupID:
 def write_dataset(loc, name: str, ftype: h5t.TypeID, data: np.ndarray,
                   mtype: Optional[h5t.TypeID] = None) -> None:
     """A contiguous dataset without timestamps; rank 0 is a scalar space."""
-    data = np.ascontiguousarray(data)
+    data = np.require(data, requirements="C")
     space = h5s.create(h5s.SCALAR) if data.ndim == 0 else h5s.create_simple(data.shape)
     dcpl = h5p.create(h5p.DATASET_CREATE)
     dcpl.set_obj_track_times(False)
@@ -157,7 +157,7 @@ def _write_attr(obj, name: str, ftype: h5t.TypeID, data: np.ndarray,
     space = h5s.create(h5s.SCALAR) if data.ndim == 0 else h5s.create_simple(data.shape)
     attr = h5a.create(obj, name.encode("utf-8"), ftype, space)
     try:
-        attr.write(np.ascontiguousarray(data), mtype=mtype)
+        attr.write(np.require(data, requirements="C"), mtype=mtype)
     finally:
         attr.close()
 

@@ -135,8 +135,8 @@ class Trace:
         """Final `name` as a CPU torch tensor (bfloat16 for a bfloat16 final)."""
         arr = self.finals[name]
         if name in self.bfloat16:
-            return torch.from_numpy(np.ascontiguousarray(arr).view(np.int16)).view(torch.bfloat16)
-        return torch.from_numpy(np.ascontiguousarray(arr))
+            return torch.from_numpy(np.require(arr, requirements="C").view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(np.require(arr, requirements="C"))
 
     @property
     def steps(self) -> int:
