@@ -469,6 +469,17 @@ static dl_status read_dataset(hid_t g, const char *path, const char *group,
   if (t->numel == 0) return DL_OK;
   hid_t ds = H5Dopen2(g, e->name, H5P_DEFAULT);
   hid_t type = mem_type(t->dtype);
+  /* A dataset created but never written reads as its fill value: numbers
+   * nobody computed. Refuse it like a damaged file. */
+  H5D_space_status_t written = H5D_SPACE_STATUS_ERROR;
+  if (ds >= 0 && (H5Dget_space_status(ds, &written) < 0 ||
+                  written == H5D_SPACE_STATUS_NOT_ALLOCATED)) {
+    H5Dclose(ds);
+    if (type >= 0) H5Tclose(type);
+    dl_tensor_free(t);
+    return dl_fail(DL_ERR_FORMAT, "%s:%s%s%s holds no data (created but never written)",
+                   path, group, sep(group), e->name);
+  }
   herr_t rc = ds >= 0 && type >= 0
                   ? H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data)
                   : -1;
@@ -489,7 +500,8 @@ static dl_status check_dtype(const char *path, const char *group, const stored *
   return dl_fail(DL_ERR_FORMAT, "%s:%s%s%s is %s, expected %s: convert it before "
                  "saving (tensor.float() / .long())",
                  path, group, sep(group), e->name, e->type_name,
-                 expected >= 0 ? dl_dtype_name((dl_dtype)expected) : "float32/int64");
+                 expected >= 0 ? dl_dtype_name((dl_dtype)expected)
+                               : "float32, float16, bfloat16, int32 or int64");
 }
 
 void dl_state_dict_free(dl_state_dict *sd) {

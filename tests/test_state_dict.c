@@ -300,6 +300,11 @@ static void wrong_dtype_or_rank_is_a_format_error(void **state) {
   write_raw(path, H5T_STD_I32LE, 5, dims);
   assert_int_equal(dl_state_read(path, "m", &sd), DL_ERR_FORMAT);
   assert_non_null(strstr(dl_last_error(), "rank 5"));
+  /* Created, never written: its fill value is no data anyone computed. */
+  write_raw(path, H5T_IEEE_F32LE, 1, dims);
+  assert_int_equal(dl_state_read(path, "m", &sd), DL_ERR_FORMAT);
+  assert_non_null(strstr(dl_last_error(), "0.weight holds no data"));
+  assert_int_equal(sd.n, 0);
   dl_tensor_free(&w);
 }
 
