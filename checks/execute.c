@@ -126,12 +126,17 @@ static dl_status golden_path(const dlc_scenario *s, const dlc_exec_options *o, c
   return dlc_path(buf, len, "%s/golden/%s/%s.h5", o->root, s->name, o->backend);
 }
 
+/* This machine's fingerprint as a trace stores it. */
+static dl_status env_here(char *json, size_t len) {
+  dlc_env e;
+  dlc_env_fingerprint(&e);
+  return dlc_env_to_json(&e, json, len);
+}
+
 /* Portability report: which environment keys changed since the golden. */
 static void describe_env_change(const char *golden_env, dlc_verdict *v) {
   char now[DLC_ENV_JSON_MAX];
-  dlc_env e;
-  dlc_env_fingerprint(&e);
-  if (!golden_env[0] || dlc_env_to_json(&e, now, sizeof now)) return;
+  if (!golden_env[0] || env_here(now, sizeof now)) return;
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
@@ -221,15 +226,41 @@ static bool writes_files(const dlc_exec_options *o) {
   return !o->comm || dl_comm_rank(o->comm) == 0;
 }
 
+/* The fingerprint of the machine that computed run c: the one its trace
+ * file carries ("" if none) for a recorded run, else this one. Only
+ * m->env_json is set; m->golden is false. */
+static dl_status run_env(const dlc_run_config *c, const char *root, dlc_golden_meta *m) {
+  memset(m, 0, sizeof *m);
+  if (!c->trace[0]) return env_here(m->env_json, sizeof m->env_json);
+  char path[2 * DLC_PATH_MAX];
+  dlc_trace scratch;
+  DL_TRY(dlc_path_under(path, sizeof path, root, c->trace));
+  DL_TRY(dlc_trace_load(path, &scratch, m));
+  dlc_trace_free(&scratch);
+  char env[DLC_ENV_JSON_MAX];
+  memcpy(env, m->env_json, sizeof env);
+  memset(m, 0, sizeof *m);
+  memcpy(m->env_json, env, sizeof env);
+  return DL_OK;
+}
+
+/* Saved traces carry the fingerprint of where they computed, so that
+ * `dlcheck compare` of two of them says what changed. */
 static dl_status save_traces(trace_source *src, int variant, const dlc_trace *t) {
   if (!src->dir || !writes_files(src->o)) return DL_OK;
-  for (int i = 0; i < src->s->nruns; i++) {
+  const dlc_run_config *runs = variant < 0 ? src->s->runs : src->s->variants[variant].runs;
+  dlc_golden_meta *m = malloc(sizeof *m);
+  if (!m) return dl_fail(DL_ERR_NOMEM, "out of memory saving the traces of %s", src->s->name);
+  dl_status st = DL_OK;
+  for (int i = 0; !st && i < src->s->nruns; i++) {
     char path[3 * DLC_PATH_MAX];
-    DL_TRY(trace_file(src, variant, t[i].run, path, sizeof path));
-    DL_TRY(dlc_make_parent_dirs(path));
-    DL_TRY(dlc_trace_save(path, &t[i], NULL));
+    st = trace_file(src, variant, t[i].run, path, sizeof path);
+    if (!st) st = run_env(&runs[i], src->o->root, m);
+    if (!st) st = dlc_make_parent_dirs(path);
+    if (!st) st = dlc_trace_save(path, &t[i], m);
   }
-  return DL_OK;
+  free(m);
+  return st;
 }
 
 static dl_status train_traces(trace_source *src, int variant, dlc_trace *out) {
@@ -388,12 +419,12 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
     return written ? dlc_path(written, len, "%s (by rank 0)", path) : DL_OK;
   }
   trace.scenario_hash = s->hash;
-  static dlc_golden_meta meta; /* 14 KiB: off the stack */
+  static dlc_golden_meta meta, origin; /* 14 KiB each: off the stack */
   dl_status st = dlc_golden_meta_init(&meta);
-  if (!st) {
-    dlc_env e;
-    dlc_env_fingerprint(&e);
-    st = dlc_env_to_json(&e, meta.env_json, sizeof meta.env_json);
+  /* A recorded run computed where its trace was made, if the file says. */
+  if (!st && s->runs[0].trace[0]) {
+    st = run_env(&s->runs[0], o->root, &origin);
+    if (!st && origin.env_json[0]) memcpy(meta.env_json, origin.env_json, sizeof meta.env_json);
   }
   /* The CPU engine promises the same bits everywhere; other backends get
    * float32's default closeness. */

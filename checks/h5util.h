@@ -40,8 +40,10 @@ dl_status dlc_h5_attr_write_i64(hid_t obj, const char *where, const char *name, 
 dl_status dlc_h5_attr_write_strs(hid_t obj, const char *where, const char *name, int n,
                                  const char *const *v);
 
-/* A scalar string attribute copied into buf; DL_ERR_FORMAT if it does not
- * fit in len bytes (NUL included). */
+/* A scalar fixed-length string attribute copied into buf; DL_ERR_FORMAT if
+ * it does not fit in len bytes (NUL included). NUL-terminated and
+ * NUL-padded strings (h5py's numpy bytes, full ones without a NUL) read the
+ * same: the value ends at the first NUL or at the type's size. */
 dl_status dlc_h5_attr_read_str(hid_t obj, const char *where, const char *name, char *buf,
                                size_t len);
 /* A scalar integer attribute of any integer type whose value fits. */
@@ -68,7 +70,8 @@ dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5
 dl_status dlc_h5_write_strs(hid_t loc, const char *where, const char *name, int64_t n,
                             const char *const *v);
 
-/* Strings read from a 1-D fixed-length string dataset. */
+/* Strings read from a 1-D fixed-length string dataset (any padding, as
+ * attributes). */
 typedef struct dlc_h5_strs {
   int64_t n;
   size_t width;

@@ -164,6 +164,8 @@ static dl_status check_meta(const char *path, const dlc_golden_meta *m) {
   return DL_OK;
 }
 
+static bool is_golden(const dlc_golden_meta *m) { return m && m->golden; }
+
 static dl_status check_trace(const char *path, const dlc_trace *t, const dlc_golden_meta *m) {
   if (!path || !*path) return dl_fail(DL_ERR_INVALID, "trace: empty file name");
   if (!terminated(t->run, sizeof t->run) || !terminated(t->scenario, sizeof t->scenario) ||
@@ -180,7 +182,9 @@ static dl_status check_trace(const char *path, const dlc_trace *t, const dlc_gol
     if (!t->notes[i].text)
       return dl_fail(DL_ERR_INVALID, "%s: note %s has no text", path, t->notes[i].name);
   DL_TRY(check_series_and_finals(path, t));
-  return m ? check_meta(path, m) : DL_OK;
+  if (m && !terminated(m->env_json, sizeof m->env_json))
+    return dl_fail(DL_ERR_INVALID, "%s: the environment fingerprint is unterminated", path);
+  return is_golden(m) ? check_meta(path, m) : DL_OK;
 }
 
 /* ---- writing ------------------------------------------------------------------------- */
@@ -339,16 +343,18 @@ static dl_status write_root(hid_t file, const char *path, const dlc_trace *t,
   hid_t root = H5Gopen2(file, "/", H5P_DEFAULT);
   if (root < 0) return dl_fail(DL_ERR_IO, "%s: cannot open the root group", path);
   dl_status s = dlc_h5_attr_write_i64(root, where, "schema_version", DLC_TRACE_SCHEMA_VERSION);
-  if (s == DL_OK) s = dlc_h5_attr_write_str(root, where, "kind", m ? "golden" : "trace");
+  bool golden = is_golden(m);
+  if (s == DL_OK) s = dlc_h5_attr_write_str(root, where, "kind", golden ? "golden" : "trace");
   if (s == DL_OK) s = dlc_h5_attr_write_str(root, where, "run", t->run);
   if (s == DL_OK) s = dlc_h5_attr_write_str(root, where, "scenario", t->scenario);
   if (s == DL_OK) s = dlc_h5_attr_write_str(root, where, "backend", t->backend);
   if (s == DL_OK) s = dlc_h5_attr_write_u64(root, where, "seed", t->seed);
   if (s == DL_OK) s = dlc_h5_attr_write_u64(root, where, "scenario_hash", t->scenario_hash);
   if (s == DL_OK) s = dlc_h5_attr_write_str(root, where, "scenario_hash_hex", hex);
-  if (s == DL_OK && m) s = dlc_h5_attr_write_str(root, where, "env_fingerprint", m->env_json);
-  if (s == DL_OK && m) s = dlc_h5_attr_write_str(root, where, "recorded_at", m->recorded_at);
-  if (s == DL_OK && m) s = dlc_h5_attr_write_str(root, where, "dlcheck_version", m->version);
+  if (s == DL_OK && (golden || (m && m->env_json[0])))
+    s = dlc_h5_attr_write_str(root, where, "env_fingerprint", m->env_json);
+  if (s == DL_OK && golden) s = dlc_h5_attr_write_str(root, where, "recorded_at", m->recorded_at);
+  if (s == DL_OK && golden) s = dlc_h5_attr_write_str(root, where, "dlcheck_version", m->version);
   H5Gclose(root);
   return s;
 }
@@ -362,7 +368,7 @@ static dl_status write_all(hid_t file, const char *path, const dlc_trace *t,
   DL_TRY(write_finals(file, path, t));
   DL_TRY(write_group(file, path, "metrics", write_metrics, t, m));
   DL_TRY(write_group(file, path, "notes", write_notes, t, m));
-  if (m) DL_TRY(write_group(file, path, "tolerances", write_tolerances, t, m));
+  if (is_golden(m)) DL_TRY(write_group(file, path, "tolerances", write_tolerances, t, m));
   return DL_OK;
 }
 
@@ -668,6 +674,15 @@ static dl_status read_golden_attrs(hid_t root, const char *where, dlc_golden_met
   return dlc_h5_attr_read_str(root, where, "dlcheck_version", m->version, sizeof m->version);
 }
 
+/* Optional on a plain trace (the Python recorder writes it; old files
+ * lack it): absent reads as "". */
+static dl_status read_trace_env(hid_t root, const char *where, dlc_golden_meta *m) {
+  htri_t has = H5Aexists(root, "env_fingerprint");
+  if (has < 0) return dl_fail(DL_ERR_FORMAT, "%s attribute env_fingerprint is unreadable", where);
+  if (!has) return DL_OK;
+  return dlc_h5_attr_read_str(root, where, "env_fingerprint", m->env_json, sizeof m->env_json);
+}
+
 static dl_status read_all(hid_t file, const char *path, dlc_trace *t, dlc_golden_meta *m) {
   char where[WHERE_MAX];
   join(where, path, ":", "");
@@ -675,7 +690,7 @@ static dl_status read_all(hid_t file, const char *path, dlc_trace *t, dlc_golden
   hid_t root = H5Gopen2(file, "/", H5P_DEFAULT);
   if (root < 0) return dl_fail(DL_ERR_FORMAT, "%s: the root group is unreadable", path);
   dl_status s = read_root(root, where, t, &golden);
-  if (s == DL_OK && golden) s = read_golden_attrs(root, where, m);
+  if (s == DL_OK) s = golden ? read_golden_attrs(root, where, m) : read_trace_env(root, where, m);
   H5Gclose(root);
   DL_TRY(s);
   DL_TRY(read_group(file, path, "series", read_series, t, m));

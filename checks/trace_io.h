@@ -20,10 +20,11 @@ typedef struct dlc_golden_tol {
   char rule[DLC_TOL_TEXT_MAX]; /* parses with dlc_tolerance_parse */
 } dlc_golden_tol;
 
-/* What a golden adds to a trace. */
+/* What a golden adds to a trace. A plain trace may carry env_json alone
+ * (golden false, the rest empty). */
 typedef struct dlc_golden_meta {
-  bool golden;                      /* on load: the file is a golden */
-  char env_json[DLC_ENV_JSON_MAX];  /* dlc_env_to_json of the recording machine */
+  bool golden;                      /* the file is (on save: is to be) a golden */
+  char env_json[DLC_ENV_JSON_MAX];  /* dlc_env_to_json of the recording machine; "" none */
   char recorded_at[32];             /* "2025-01-31T12:00:00Z" */
   char version[32];                 /* dlcheck version that recorded it */
   int ntols;
@@ -39,15 +40,19 @@ dl_status dlc_golden_meta_set_tol(dlc_golden_meta *m, const char *quantity, cons
 /* The rule text of `quantity`, or NULL. */
 const char *dlc_golden_meta_tol(const dlc_golden_meta *m, const char *quantity);
 
-/* Writes t (a golden when meta is not NULL) to a new file that atomically
- * replaces path. DL_ERR_INVALID for a trace that cannot be stored (empty
- * or repeated series/final names, bad tolerance rules) before anything is
- * written; DL_ERR_IO / DL_ERR_NOMEM if writing fails, the old file intact. */
+/* Writes t to a new file that atomically replaces path: a golden when meta
+ * is not NULL and meta->golden; else a plain trace, with the root attribute
+ * env_fingerprint when meta is not NULL and meta->env_json is not empty
+ * (the rest of meta is then unused). DL_ERR_INVALID for a trace that
+ * cannot be stored (empty or repeated series/final names, bad tolerance
+ * rules) before anything is written; DL_ERR_IO / DL_ERR_NOMEM if writing
+ * fails, the old file intact. */
 dl_status dlc_trace_save(const char *path, const dlc_trace *t, const dlc_golden_meta *meta);
 
 /* Reads a trace or golden into out (overwritten: pass an empty or freed
- * trace); meta may be NULL, else it is filled (meta->golden false and the
- * rest empty for a plain trace). Missing/unreadable file: DL_ERR_IO
+ * trace); meta may be NULL, else it is filled (for a plain trace
+ * meta->golden is false, env_json its optional env_fingerprint or "", and
+ * the rest empty). Missing/unreadable file: DL_ERR_IO
  * "PATH: cannot open: ..."; not HDF5, truncated, damaged, another
  * schema_version or a required part missing: DL_ERR_FORMAT naming the
  * file and the part. On failure out is empty and meta zeroed. */

@@ -527,6 +527,114 @@ static void wrong_types_and_shapes_are_named(void **state) {
   assert_format_error_naming(path, "/metrics/names is not an array of fixed-length strings");
 }
 
+/* ---- what plain traces may carry, and what other writers write ---------------- */
+
+/* The Python recorder's plain traces carry the recording machine's
+ * fingerprint; the rest of the metadata stays a golden's. */
+static void plain_trace_carries_an_env_fingerprint(void **state) {
+  (void)state;
+  dlc_trace t, u;
+  dlc_golden_meta m, back;
+  make_trace(&t);
+  make_meta(&m);
+  m.golden = false; /* tolerances, time and version set, and not written */
+  const char *path = path_in_tmp("plain_env.h5");
+  assert_int_equal(dlc_trace_save(path, &t, &m), DL_OK);
+  assert_int_equal(dlc_trace_load(path, &u, &back), DL_OK);
+  assert_same_trace(&t, &u);
+  dlc_trace_free(&u);
+  assert_false(back.golden);
+  assert_string_equal(back.env_json, m.env_json);
+  assert_string_equal(back.recorded_at, "");
+  assert_int_equal(back.ntols, 0);
+  hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+  assert_true(H5Aexists(f, "env_fingerprint") > 0);
+  assert_true(H5Aexists(f, "recorded_at") == 0 && H5Aexists(f, "dlcheck_version") == 0);
+  assert_true(H5Lexists(f, "tolerances", H5P_DEFAULT) == 0);
+  H5Fclose(f);
+  /* an empty fingerprint is not written, and its absence reads as "" */
+  m.env_json[0] = '\0';
+  assert_int_equal(dlc_trace_save(path, &t, &m), DL_OK);
+  memset(&back, 0xab, sizeof back);
+  assert_int_equal(dlc_trace_load(path, &u, &back), DL_OK);
+  assert_true(meta_is_zero(&back));
+  dlc_trace_free(&u);
+  dlc_trace_free(&t);
+}
+
+static hid_t nullpad_type(size_t width) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  assert_true(t >= 0 && H5Tset_size(t, width) >= 0 && H5Tset_strpad(t, H5T_STR_NULLPAD) >= 0);
+  return t;
+}
+
+/* numpy bytes as h5py stores them: NUL-padded, no terminator when full. */
+static void nullpad_attr(hid_t obj, const char *name, const char *value) {
+  size_t n = strlen(value), w = n ? n : 1;
+  char *buf = calloc(1, w);
+  assert_non_null(buf);
+  memcpy(buf, value, n);
+  assert_true(H5Adelete(obj, name) >= 0);
+  hid_t t = nullpad_type(w), space = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate2(obj, name, t, space, H5P_DEFAULT, H5P_DEFAULT);
+  assert_true(a >= 0 && H5Awrite(a, t, buf) >= 0);
+  H5Aclose(a);
+  H5Sclose(space);
+  H5Tclose(t);
+  free(buf);
+}
+
+/* n strings as wide as the longest, NUL-padded: the longest has no NUL. */
+static void nullpad_dataset(hid_t f, const char *name, int n, const char *const *v) {
+  size_t w = 1;
+  for (int i = 0; i < n; i++) w = strlen(v[i]) > w ? strlen(v[i]) : w;
+  char *buf = calloc((size_t)n, w);
+  assert_non_null(buf);
+  for (int i = 0; i < n; i++) memcpy(buf + (size_t)i * w, v[i], strlen(v[i]));
+  assert_true(H5Ldelete(f, name, H5P_DEFAULT) >= 0);
+  const hsize_t dims[1] = {(hsize_t)n};
+  hid_t t = nullpad_type(w), space = H5Screate_simple(1, dims, NULL);
+  hid_t ds = H5Dcreate2(f, name, t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  assert_true(ds >= 0 && H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+  H5Dclose(ds);
+  H5Sclose(space);
+  H5Tclose(t);
+  free(buf);
+}
+
+/* Strings NUL-padded (H5T_STR_NULLPAD) read as the NUL-terminated ones
+ * dlcheck writes: root attributes, names, and texts thousands of bytes long. */
+static void nullpad_strings_read_the_same(void **state) {
+  (void)state;
+  dlc_trace t, u;
+  dlc_golden_meta m, back;
+  make_trace(&t);
+  memset(&m, 0, sizeof m);
+  strcpy(m.env_json, "{\"os\": \"Linux 6.1\", \"cpu\": \"x86-64\"}");
+  const char *path = path_in_tmp("nullpad.h5");
+  assert_int_equal(dlc_trace_save(path, &t, &m), DL_OK);
+  hid_t f = open_rw(path);
+  nullpad_attr(f, "kind", "trace");
+  nullpad_attr(f, "run", t.run);
+  nullpad_attr(f, "scenario", t.scenario);
+  nullpad_attr(f, "backend", t.backend);
+  nullpad_attr(f, "env_fingerprint", m.env_json);
+  const char *metrics[2] = {t.metrics[0].name, t.metrics[1].name}; /* equally long */
+  nullpad_dataset(f, "/metrics/names", 2, metrics);
+  const char *texts[3] = {t.notes[0].text, t.notes[1].text, t.notes[2].text};
+  nullpad_dataset(f, "/notes/texts", 3, texts);
+  const char *digests[2] = {t.digest_names[0], t.digest_names[1]};
+  nullpad_dataset(f, "/digests/names", 2, digests);
+  H5Fclose(f);
+  reseal(path);
+  if (dlc_trace_load(path, &u, &back) != DL_OK) fail_msg("%s", dl_last_error());
+  assert_same_trace(&t, &u);
+  assert_false(back.golden);
+  assert_string_equal(back.env_json, m.env_json);
+  dlc_trace_free(&u);
+  dlc_trace_free(&t);
+}
+
 static void edited_values_fail_the_checksum(void **state) {
   (void)state;
   const char *path = saved_trace("edited.h5", true);
@@ -808,6 +916,8 @@ int main(int argc, char **argv) {
       TEST(edited_kind_is_refused),
       TEST(missing_parts_are_named),
       TEST(wrong_types_and_shapes_are_named),
+      TEST(plain_trace_carries_an_env_fingerprint),
+      TEST(nullpad_strings_read_the_same),
       TEST(edited_values_fail_the_checksum),
       TEST(header_holds_the_documented_seal),
       TEST(foreign_link_names_are_refused),

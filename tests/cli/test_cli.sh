@@ -163,6 +163,12 @@ expect 0 "env" "$DLCHECK" env
 expect 0 "env --json" "$DLCHECK" env --json
 expect 0 "env against a golden" "$DLCHECK" env "$GOLDEN/small/cpu.h5"
 contains "env diff" "differences from the machine"
+# Traces of `run --out` carry the fingerprint of the machine that ran them.
+expect 0 "env against a plain trace" "$DLCHECK" env "$WORK/report/traces/small/pipeline/big.h5"
+contains "a plain trace carries the fingerprint" "differences from the machine that recorded"
+expect 1 "compare two plain traces" "$DLCHECK" compare \
+  "$WORK/report/traces/small/G2/accumulated.h5" "$WORK/report/traces/small/pipeline/big.h5"
+contains "their environments are compared" "the same"
 expect 0 "list" "$DLCHECK" list
 contains "list shows the catalogue" "G1"
 
