@@ -1,5 +1,9 @@
 /* Two runs that must compute the same thing: compare them quantity by
- * quantity and say where they first part and by how much. */
+ * quantity and say where they first part and by how much.
+ *
+ * Run a is the reference (the tolerance's b, dlc_compare_*): every value,
+ * name and ratio is written b first, a second, so that `dlcheck compare
+ * A B` (B the reference) reads "A vs B" throughout. */
 #include "checks_impl.h"
 
 #include <math.h>
@@ -35,11 +39,11 @@ static void compare_series(const dlc_check_spec *spec, const dlc_trace *a, const
                  !sa || !sb ? "missing from one run" : "different step counts");
     return;
   }
-  dlc_diff d = dlc_compare_f64(sa->v, sb->v, sa->n, &spec->tol);
+  dlc_diff d = dlc_compare_f64(sb->v, sa->v, sa->n, &spec->tol);
   note_diff(w, &d, name, d.first_bad);
   if (!d.ok)
     dlc_evidence(v, "%s first differs at step %lld: %.9g (%s) vs %.9g (%s). ", name,
-                 (long long)d.first_bad, d.a_at_first, a->run, d.b_at_first, b->run);
+                 (long long)d.first_bad, d.a_at_first, b->run, d.b_at_first, a->run);
 }
 
 /* Final tensors whose names start with prefix ("param/"). */
@@ -98,7 +102,7 @@ static void first_layer_difference(const dlc_check_spec *spec, const dlc_trace *
       const dlc_layer_stats *sa = &a->stats[i], *sb = &b->stats[j];
       if (sa->step != sb->step || sa->nlayers != sb->nlayers) continue;
       for (int l = 0; l < sa->nlayers; l++) {
-        dlc_diff d = dlc_compare_f64(sa->stat[l], sb->stat[l], DLC_STAT_COUNT, &spec->tol);
+        dlc_diff d = dlc_compare_f64(sb->stat[l], sa->stat[l], DLC_STAT_COUNT, &spec->tol);
         if (d.ok) continue;
         snprintf(v->layer, sizeof v->layer, "%s", sa->layer[l]);
         dlc_evidence(v, "First diverging layer at step %lld: %s (%s %.6g vs %.6g). ",
@@ -113,8 +117,8 @@ static void first_layer_difference(const dlc_check_spec *spec, const dlc_trace *
 static void gradient_ratio(const dlc_trace *a, const dlc_trace *b, dlc_verdict *v) {
   const dlc_series *ga = dlc_trace_series(a, "grad_norm"), *gb = dlc_trace_series(b, "grad_norm");
   if (!ga || !gb || ga->n < 1 || gb->n < 1 || ga->v[0] == 0) return;
-  dlc_evidence(v, "Gradient norm ratio %s/%s at step 0: %.4g. ", b->run, a->run,
-               gb->v[0] / ga->v[0]);
+  dlc_evidence(v, "Gradient norm at step 0: %.4g times as large in %s as in %s. ",
+               gb->v[0] / ga->v[0], b->run, a->run);
 }
 
 dl_status dlc_check_equivalence(const dlc_check_spec *spec, const dlc_trace *traces, int n,
@@ -139,7 +143,7 @@ dl_status dlc_check_equivalence(const dlc_check_spec *spec, const dlc_trace *tra
   if (w.ok) {
     v->kind = DLC_PASS;
     dlc_evidence(v, "%s and %s agree within %s (max abs %.3g, max rel %.3g, %llu ulp).",
-                 a->run, b->run, tol, w.max_abs, w.max_rel, (unsigned long long)w.max_ulp);
+                 b->run, a->run, tol, w.max_abs, w.max_rel, (unsigned long long)w.max_ulp);
     return DL_OK;
   }
   v->kind = spec->expect_divergence ? DLC_EXPECTED_DIVERGENCE : DLC_FAIL;

@@ -170,10 +170,11 @@ static dl_status compare_golden(const dlc_scenario *s, const char *path,
     return dl_fail_context(st, "golden of %s: ", s->name);
   r->golden_present = true;
   snprintf(r->golden_trace->run, sizeof r->golden_trace->run, "golden");
-  dlc_check_spec spec = {.name = "golden", .kind = "equivalence", .b = "golden",
+  /* The golden is the reference: the equivalence check's a. */
+  dlc_check_spec spec = {.name = "golden", .kind = "equivalence", .a = "golden",
                          .nquantities = 4,
                          .quantities = {"loss", "grad_norm", "params", "buffers"}};
-  snprintf(spec.a, sizeof spec.a, "%s", r->traces[0].run);
+  snprintf(spec.b, sizeof spec.b, "%s", r->traces[0].run);
   spec.tol = dlc_tolerance_bitwise();
   const char *rule = dlc_golden_meta_tol(&meta, "params");
   if (strcmp(r->traces[0].backend, "cpu") != 0 && rule && dlc_tolerance_parse(rule, &spec.tol))

@@ -15,7 +15,8 @@ static const char compare_help[] =
     "both hold, and the final parameters and buffers, under RULE (bitwise, ulp(N)\n"
     "or close(RTOL, ATOL); default bitwise). Reports the first diverging step and\n"
     "tensor, the largest differences, and the environment keys that differ\n"
-    "between the machines that recorded them. Exit 0 if they agree, 1 if not.\n";
+    "between the machines that recorded them, always A's value first, then B's.\n"
+    "Exit 0 if they agree, 1 if not.\n";
 
 static void add_series(dlc_check_spec *spec, const dlc_trace *a, const dlc_trace *b) {
   for (int i = 0; i < a->nseries && spec->nquantities < DLC_MAX_QUANTITIES - 2; i++)
@@ -37,7 +38,8 @@ static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
     dlc_trace_free(&t[0]);
     return EXIT_USAGE;
   }
-  /* Name the runs by file, so that evidence reads "A.h5 vs B.h5". */
+  /* Runs named by file; B is the equivalence check's reference (a), which
+   * its evidence names second: "A.h5 vs B.h5". */
   snprintf(t[0].run, sizeof t[0].run, "%s", pa);
   snprintf(t[1].run, sizeof t[1].run, "%s", pb);
   dlc_check_spec spec = {.name = "compare", .kind = "equivalence", .tol = *tol};
@@ -55,8 +57,8 @@ static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
   }
   if (ma.env_json[0] && mb.env_json[0]) {
     int ndiff = 0;
-    printf("\nenvironment (%s -> %s):\n", pb, pa);
-    if (dlc_env_diff(mb.env_json, ma.env_json, stdout, &ndiff) == DL_OK && ndiff == 0)
+    printf("\nenvironment (%s -> %s):\n", pa, pb);
+    if (dlc_env_diff(ma.env_json, mb.env_json, stdout, &ndiff) == DL_OK && ndiff == 0)
       printf("  the same\n");
   }
   dlc_trace_free(&t[0]);

@@ -84,9 +84,16 @@ expect 0 "report from saved traces" "$DLCHECK" report "$WORK/report"
 contains "report lists the pitfall" "G2"
 expect 0 "compare a trace with the golden" \
   "$DLCHECK" compare "$WORK/report/traces/small/pipeline/big.h5" "$GOLDEN/small/cpu.h5"
+contains "agreement names A first" "pipeline/big.h5 and $GOLDEN/small/cpu.h5 agree"
 expect 1 "compare two different runs" \
   "$DLCHECK" compare "$WORK/report/traces/small/G2/accumulated.h5" "$GOLDEN/small/cpu.h5"
 contains "compare names the first step" "first differs at step"
+# A is the first file, B the reference: every value and name in that order.
+A="$WORK/report/traces/small/G2/accumulated.h5" B="$GOLDEN/small/cpu.h5"
+contains "compare gives A's value first" "($A) vs"
+contains "compare names tensors' files A first" "differs ($A vs $B)"
+contains "compare's environment A first" "environment ($A -> $B)"
+grep -qF ".h5//" "$WORK/out" && bad "no two paths joined by //" "$WORK/out" || ok "no two paths joined by //"
 # Runs given as recorded traces (trace: FILE) stand in for training: the
 # golden recorded above, read as a run, equals the engine's run bitwise; its
 # other settings are ignored (lr 0.5 would change every step).
