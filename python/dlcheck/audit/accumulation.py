@@ -1,0 +1,96 @@
+"""Accumulation: K micro-batches through the team's own accumulation path
+against one batch of K times the size (G1, G2, G3; G5 reported).
+
+Runs (the same samples, the same initial weights):
+  big_batch               each step one batch of batch_size rows
+  accumulated             each step the same rows as K micro-batches
+  accumulated_as_written  the same, without the audit zeroing the
+                          gradients before each step: only a step that
+                          never zeroes them (G1) makes it differ
+and a one-step probe with the last micro-batch alone. The diagnosis of a
+mismatch is measured at step 0, from the gradients the optimizer was given:
+K times the big batch's (G2), or the last micro-batch's share (G3)."""
+from __future__ import annotations
+
+from .context import BATCHNORM, Context, has_module
+from .loop import grad_distance, grad_norm
+from .scenario import Check, Family, NotTested
+
+DESCRIPTION = ("The team's gradient accumulation: K micro-batches against one batch of K "
+               "times the size, from the same weights on the same samples.")
+#: A step-0 gradient this close (relative) to a pattern is that pattern.
+CLOSE = 0.05
+
+
+def run(ctx: Context) -> Family:
+    fam = Family("accumulation", DESCRIPTION)
+    s = ctx.settings
+    k = s.accumulation
+    big = ctx.recorded(fam.scenario, "big_batch")
+    big.train(s.steps)
+    fam.runs["big_batch"] = big.save()
+    batchnorm = has_module(big.model, BATCHNORM)
+    big.close()
+
+    probe = ctx.run(accumulation=k)
+    probe.step(micro=probe.next_micro_batches()[-1:])
+    probe.close()
+
+    acc = ctx.recorded(fam.scenario, "accumulated", accumulation=k)
+    acc.train(s.steps)
+    g_big, g_acc, g_last = big.grads[0], acc.grads[0], probe.grads[0]
+    rec = acc.rec
+    if g_big and g_acc and g_last:
+        ratio = grad_norm(g_acc) / max(grad_norm(g_big), 1e-300)
+        d_big = grad_distance(g_acc, g_big)
+        d_k = grad_distance(g_acc, g_big, k)
+        d_last = min(grad_distance(g_acc, g_last, 1.0 / k), grad_distance(g_acc, g_last))
+        rec.metric("step0_grad_ratio_to_big_batch", ratio)
+        rec.metric("step0_distance_from_big_batch", d_big)
+        rec.metric("step0_distance_from_k_times_big_batch", d_k)
+        rec.metric("step0_distance_from_last_micro_batch", d_last)
+        rec.note("accumulation_step0", (
+            f"At step 0 the accumulated gradient (K={k} micro-batches of {s.batch_size // k}) "
+            f"has {ratio:.4g} times the norm of the big batch's (relative distance "
+            f"{d_big:.3g}); its distance from K times the big batch's gradient is {d_k:.3g}, "
+            f"from the last micro-batch's share alone {d_last:.3g}."))
+    fam.runs["accumulated"] = acc.save()
+    acc.close()
+
+    written = ctx.recorded(fam.scenario, "accumulated_as_written", accumulation=k)
+    written.train(s.steps, audit_zero_grad=False)
+    fam.runs["accumulated_as_written"] = written.save()
+    written.close()
+
+    fam.checks.append(Check(
+        "accumulation_matches_big_batch", "equivalence", "big_batch", "accumulated",
+        quantities=("params",), tolerance="close(1e-4, 1e-6)",
+        about=(f"{k} micro-batches train the same weights as one batch of {s.batch_size}" +
+               (" (the model has BatchNorm: micro-batch statistics differ, G5, reported as "
+                "expected)" if batchnorm else ""))))
+    if batchnorm:
+        fam.checks[-1].expect_divergence = True
+    if g_big and g_acc and g_last:
+        fam.checks += [
+            Check("loss_divided_by_accumulation_count", "metric_min", "accumulated",
+                  quantities=("step0_distance_from_k_times_big_batch", "accumulation_step0"),
+                  threshold=CLOSE, catalogue=("G2",),
+                  about="the accumulated gradient is not K times the big batch's"),
+            Check("every_micro_batch_contributes", "metric_min", "accumulated",
+                  quantities=("step0_distance_from_last_micro_batch", "accumulation_step0"),
+                  threshold=CLOSE, catalogue=("G3",),
+                  about="the accumulated gradient is not the last micro-batch's share alone"),
+        ]
+    else:
+        fam.not_tested.append(NotTested(
+            "step-0 gradient diagnosis", ("G2", "G3"),
+            "the first step gave the optimizer no gradients (skipped by the scaler?)"))
+    fam.checks.append(Check(
+        "gradients_zeroed_between_steps", "equivalence", "accumulated", "accumulated_as_written",
+        quantities=("loss", "params"), tolerance="bitwise", catalogue=("G1",),
+        about="the step zeroes gradients itself: zeroing them before each step changes no bit"))
+    fam.not_tested.append(NotTested(
+        "token-level mean per micro-batch", ("G4",),
+        "needs batches of variable-length token sequences with a mask; the audit does not "
+        "build those yet"))
+    return fam

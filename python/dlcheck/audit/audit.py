@@ -1,0 +1,123 @@
+"""run_audit: the families of checks on the team's code, the scenario of
+their traces, the C harness's verdicts and reports, the team's summary.
+
+Exit codes: 0 every check that could run passed; 1 a check failed (a
+finding); 2 the adapter is malformed or one of its functions failed
+(the message names it; no report is written); 3 the C harness is missing."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from types import ModuleType
+from typing import Callable, Optional, Sequence, Union
+
+import torch
+
+from . import accumulation, harness, parameters, summary
+from .adapter import AdapterError, load_adapter
+from .context import Context
+from .scenario import Family, NotTested
+from .summary import AuditResult
+
+#: family name -> (runs it, the adapter pieces it needs, the IDs it covers)
+FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
+    "parameters": (parameters.run, (), ("F1", "F2", "F3")),
+    "accumulation": (accumulation.run, (), ("G1", "G2", "G3", "G4", "G5")),
+}
+#: a file in an output folder that marks it as an audit's, safe to replace
+MARK = "summary.txt"
+
+
+def _needs(adapter, pieces: tuple) -> Optional[str]:
+    missing = [p for p in pieces if not adapter.has(p)]
+    return f"the adapter has no {' / '.join(missing)}" if missing else None
+
+
+def _prepare_out(out_dir: str) -> str:
+    out_dir = os.path.abspath(out_dir)
+    if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or (
+            os.listdir(out_dir) and not os.path.exists(os.path.join(out_dir, MARK)))):
+        raise AdapterError("<output>", f"{out_dir} exists and is not an earlier audit's report "
+                           f"folder: choose another --out")
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    return out_dir
+
+
+def _publish(report_dir: str, out_dir: str) -> None:
+    """Moves the finished reports into place (replacing an earlier audit's)."""
+    if os.path.exists(out_dir):
+        old = out_dir + f".old-{os.getpid()}"
+        os.rename(out_dir, old)
+        os.rename(report_dir, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(report_dir, out_dir)
+
+
+def run_audit(adapter: Union[str, os.PathLike, ModuleType], out_dir: Union[str, os.PathLike], *,
+              families: Optional[Sequence[str]] = None, binary: Optional[str] = None,
+              ) -> AuditResult:
+    """Audits the team's training code in `adapter` (a .py path, a module
+    name or a module) and writes the harness's reports and summary.txt into
+    out_dir. Returns the result; its exit_code is 0 (no finding), 1
+    (findings), 2 (malformed adapter: result.message names the function,
+    nothing is written) or 3 (no dlcheck binary)."""
+    start = time.monotonic()
+    name = os.path.basename(os.fspath(adapter)) if not isinstance(adapter, ModuleType) \
+        else adapter.__name__
+    chosen = list(families) if families is not None else list(FAMILIES)
+    unknown = [f for f in chosen if f not in FAMILIES]
+    if unknown:
+        raise ValueError(f"unknown check families {', '.join(unknown)}; the families are "
+                         f"{', '.join(FAMILIES)}")
+    try:
+        exe = harness.find_binary(binary)
+        out = _prepare_out(os.fspath(out_dir))
+        ad = load_adapter(adapter)
+    except harness.HarnessError as e:
+        return AuditResult(name, e.exit_code, message=str(e))
+    except AdapterError as e:
+        return AuditResult(name, 2, message=str(e))
+    work = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.audit-", dir=os.path.dirname(out))
+    rng = torch.get_rng_state()
+    try:
+        done: list[Family] = []
+        skipped: list[Family] = []
+        ctx = Context(ad, work)
+        for fam_name in chosen:
+            fn, pieces, ids = FAMILIES[fam_name]
+            why = _needs(ad, pieces)
+            t0 = time.monotonic()
+            fam = Family(fam_name, "") if why else fn(ctx)
+            fam.seconds = time.monotonic() - t0
+            if why:
+                fam.not_tested.append(NotTested("every check", ids, why))
+            if any(p is None for p in fam.runs.values()):
+                fam.not_tested.append(NotTested(
+                    "every check", tuple(i for c in fam.checks for i in c.catalogue),
+                    "a run went non-finite before its first step could be recorded"))
+                fam.checks, fam.runs = [], {}
+            (done if fam.checks else skipped).append(fam)
+        report_dir = os.path.join(work, "report")
+        report, _ = harness.evaluate(done, work, report_dir, binary=exe)
+        result = AuditResult(ad.name, 0, out_dir=out)
+        result.outcomes = summary.outcomes(done + skipped, report)
+        result.findings = summary.findings(result.outcomes)
+        failed = any(o.verdict in ("fail", "error") for o in result.outcomes)
+        result.exit_code = 1 if failed else 0
+        result.seconds = time.monotonic() - start
+        result.text = summary.render(result, harness.catalogue(exe))
+        with open(os.path.join(report_dir, MARK), "w", encoding="utf-8") as f:
+            f.write(result.text)
+        _publish(report_dir, out)
+        return result
+    except AdapterError as e:
+        return AuditResult(ad.name, 2, message=str(e), seconds=time.monotonic() - start)
+    except harness.HarnessError as e:
+        return AuditResult(ad.name, e.exit_code, message=str(e))
+    finally:
+        torch.set_rng_state(rng)
+        shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,47 @@
+"""What every check family is given: the adapter, its settings and where
+its traces go."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from .adapter import Adapter
+from .loop import Run
+
+
+@dataclass
+class Context:
+    adapter: Adapter
+    work: str  # the audit's private folder; traces under work/traces
+
+    @property
+    def settings(self):
+        return self.adapter.settings
+
+    def trace_path(self, scenario: str, run: str) -> str:
+        folder = os.path.join(self.work, "traces", scenario)
+        os.makedirs(folder, exist_ok=True)
+        return os.path.join(folder, f"{run}.h5")
+
+    def run(self, **kwargs) -> Run:
+        """A Run of the adapter at the audit's seed and batch size (kwargs override)."""
+        s = self.settings
+        kwargs.setdefault("seed", s.seed)
+        kwargs.setdefault("batch_size", s.batch_size)
+        return Run(self.adapter, **kwargs)
+
+    def recorded(self, scenario: str, name: str, *, stats_every: int = 0, **kwargs) -> Run:
+        """A Run that records into the family's trace `name`."""
+        r = self.run(**kwargs)
+        r.record(self.trace_path(scenario, name), name, scenario, stats_every=stats_every)
+        return r
+
+
+def has_module(model: torch.nn.Module, kinds: tuple) -> bool:
+    return any(isinstance(m, kinds) for m in model.modules())
+
+
+BATCHNORM = (torch.nn.modules.batchnorm._BatchNorm,)
+DROPOUT = (torch.nn.modules.dropout._DropoutNd,)

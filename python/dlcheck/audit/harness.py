@@ -1,0 +1,87 @@
+"""Runs the C harness on the audit's scenarios: `dlcheck run --out DIR`
+evaluates every check and writes report.json, junit.xml and report.html;
+the audit reads report.json back."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from typing import Any, Optional
+
+from . import scenario as scen
+
+
+class HarnessError(Exception):
+    """The C harness is missing or refused the audit's scenarios."""
+
+    def __init__(self, message: str, exit_code: int = 3):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def repo_root() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.dirname(os.path.dirname(os.path.dirname(here)))
+
+
+def find_binary(explicit: Optional[str] = None) -> str:
+    """The dlcheck executable: explicit, $DLCHECK_BIN, or the release build."""
+    path = explicit or os.environ.get("DLCHECK_BIN") or \
+        os.path.join(repo_root(), "build", "release", "cli", "dlcheck")
+    if not os.access(path, os.X_OK):
+        raise HarnessError(f"no dlcheck binary at {path}: build it (cmake --preset release && "
+                           f"cmake --build build/release) or set DLCHECK_BIN")
+    return path
+
+
+def _run(binary: str, scenarios: str, out: str, timeout: float) -> subprocess.CompletedProcess:
+    golden = os.path.join(out, ".no-golden")  # the audit's runs have no golden
+    env = dict(os.environ, DLCHECK_NO_CUDA_PROBE="1")
+    return subprocess.run([binary, "run", "--out", out, "--golden-dir", golden, scenarios],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def evaluate(families: list, work: str, out: str, *, binary: Optional[str] = None,
+             timeout: float = 120.0) -> tuple[dict[str, Any], str]:
+    """Writes each family's scenario under work/scenarios, runs the harness
+    with its reports into `out`, and returns (report.json, terminal text).
+    Check keys the harness does not know yet (`catalogue`) are left out and
+    the IDs kept on the audit's side."""
+    exe = find_binary(binary)
+    root = os.path.join(work, "scenarios")
+    for with_catalogue in (True, False):
+        for fam in families:
+            scen.write(fam, root, with_catalogue=with_catalogue)
+        r = _run(exe, root, out, timeout)
+        if r.returncode in (0, 1):
+            break
+        if with_catalogue and "'catalogue'" in r.stderr + r.stdout:
+            continue
+        raise HarnessError(f"dlcheck run exited {r.returncode} on the audit's scenarios "
+                           f"({root}):\n{(r.stderr or r.stdout).strip()}")
+    path = os.path.join(out, "report.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError) as e:
+        raise HarnessError(f"dlcheck run wrote no readable {path}: {e}") from e
+    return report, r.stdout
+
+
+def catalogue(binary: Optional[str] = None) -> dict[str, dict[str, str]]:
+    """{ID: {"mistake", "fix"}} as `dlcheck list` prints the catalogue
+    (empty when the binary cannot say)."""
+    try:
+        r = subprocess.run([find_binary(binary), "list"], capture_output=True, text=True,
+                           timeout=30, env=dict(os.environ, DLCHECK_NO_CUDA_PROBE="1"))
+    except (HarnessError, OSError, subprocess.SubprocessError):
+        return {}
+    entries: dict[str, dict[str, str]] = {}
+    last = None
+    for line in r.stdout.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3 and parts[0][:1].isupper() and parts[0][1:].isdigit():
+            last = entries.setdefault(parts[0], {"mistake": parts[2], "fix": ""})
+        elif last is not None and line.strip().startswith("fix:"):
+            last["fix"] = line.strip()[4:].strip()
+    return entries

@@ -1,0 +1,253 @@
+"""One training run of the team's code, driven by the audit: the model,
+optimizer, scaler and batches from the adapter's factories, its
+train_step once per optimizer step, recorded with dlcheck's Recorder, and
+the evidence the checks need kept on the side (the gradients the optimizer
+was given, where the first inf/NaN appeared)."""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
+
+import torch
+
+from ..recorder import Recorder
+from .adapter import Adapter
+
+
+@dataclass
+class NonFinite:
+    """Where an inf/NaN first appeared."""
+    step: int
+    where: str   # "the output of fc1", "the gradient of fc1", "parameter fc1.weight", "the loss"
+
+    def describe(self) -> str:
+        return f"first inf/NaN at step {self.step} in {self.where}"
+
+
+@contextlib.contextmanager
+def threads(n: Optional[int]) -> Iterator[None]:
+    """torch's intra-op thread count set to n for the block (None: as is)."""
+    old = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    while isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+        model = model.module
+    return model
+
+
+def _has_nonfinite(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.is_floating_point() and \
+        not bool(torch.isfinite(x.detach()).all())
+
+
+class Run:
+    """The team's pipeline built from its factories, stepped by the audit.
+
+    seed        seeds the global RNG before make_model and is batches()'s seed
+    batch_size  samples per optimizer step (on this rank)
+    accumulation  micro-batches each step's batch is split into
+    fp32        the mixed-precision step with autocast forced off and the
+                scaler disabled (the fp32 reference)
+    """
+
+    def __init__(self, adapter: Adapter, *, seed: int, batch_size: int, accumulation: int = 1,
+                 workers: int = 0, rank: int = 0, world_size: int = 1, wrap: bool = False,
+                 fp32: bool = False):
+        self.adapter, self.seed, self.accumulation = adapter, seed, accumulation
+        self.fp32 = fp32
+        self.model = adapter.model(seed)
+        if wrap:
+            self.model = adapter.wrap(self.model)
+        self.optimizer = adapter.optimizer(self.model)
+        self.scaler = adapter.scaler()
+        if fp32 and self.scaler is not None:
+            self.scaler._enabled = False  # GradScaler's own switch (CpuGradScaler's too)
+        self.data = adapter.batch_iter(seed, batch_size, rank=rank, world_size=world_size,
+                                       workers=workers)
+        self.batch_size = batch_size
+        self.inner = unwrap(self.model)
+        self.named = list(self.inner.named_parameters())
+        self.rec: Optional[Recorder] = None
+        self.path: Optional[str] = None
+        self.steps_done = 0
+        self.losses: list[float] = []
+        self.grads: list[Optional[dict[str, torch.Tensor]]] = []  # given to optimizer.step
+        self.batches: list[Any] = []                                # kept when keep_batches
+        self.keep_batches = False
+        self.nonfinite: Optional[NonFinite] = None
+        self._locating = False
+        self._hooks: list[Any] = []
+        self._wrap_optimizer_step()
+
+    # ---- evidence -----------------------------------------------------------------------
+
+    def _wrap_optimizer_step(self) -> None:
+        original = self.optimizer.step
+        run = self
+
+        def step(*args: Any, **kwargs: Any) -> Any:
+            run._given = {n: p.grad.detach().clone() for n, p in run.named if p.grad is not None}
+            return original(*args, **kwargs)
+
+        self._given: Optional[dict[str, torch.Tensor]] = None
+        self.optimizer.step = step  # type: ignore[method-assign]
+
+    def locate_nonfinite(self) -> None:
+        """Watch every layer's output and gradient, and the parameters after
+        each step, for the first inf/NaN."""
+        self._locating = True
+        for name, m in self.inner.named_modules():
+            if not any(m.children()):
+                self._hooks.append(m.register_forward_hook(self._nonfinite_hook(name or
+                                                                                type(m).__name__)))
+
+    def _nonfinite_hook(self, layer: str) -> Any:
+        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+            if self.nonfinite is not None or not isinstance(output, torch.Tensor):
+                return
+            if _has_nonfinite(output):
+                self.nonfinite = NonFinite(self.steps_done, f"the output of {layer} "
+                                           f"({type(module).__name__})")
+            elif output.requires_grad:
+                def grad_hook(g: torch.Tensor) -> None:
+                    if self.nonfinite is None and _has_nonfinite(g):
+                        self.nonfinite = NonFinite(self.steps_done, f"the gradient reaching "
+                                                   f"{layer} ({type(module).__name__})")
+                output.register_hook(grad_hook)
+        return hook
+
+    # ---- recording --------------------------------------------------------------------------
+
+    def record(self, path: str, run: str, scenario: str, *, stats_every: int = 0) -> None:
+        self.path = path
+        self.rec = Recorder(self.model, self.optimizer, self.scaler, run=run, scenario=scenario,
+                            seed=self.seed, stats_every=stats_every, path=path)
+
+    def save(self) -> Optional[str]:
+        """Writes the trace (None when no step could be recorded)."""
+        if self.rec is None or not self.rec.steps:
+            return None
+        self.rec.close()
+        return self.rec.save()
+
+    # ---- stepping ---------------------------------------------------------------------------
+
+    def next_micro_batches(self) -> list:
+        batch = self.adapter.next_batch(self.data, self.steps_done)
+        if self.keep_batches:
+            self.batches.append(batch)
+        return self.adapter.split(batch, self.accumulation) if self.accumulation > 1 else [batch]
+
+    def step(self, *, audit_zero_grad: bool = True, micro: Optional[list] = None) -> Optional[float]:
+        """One optimizer step of the team's train_step; its loss, or None
+        when the loss came out non-finite (nothing recorded then).
+
+        audit_zero_grad  zero every existing .grad first (the reference side:
+                         neutral when the step zeroes gradients itself)"""
+        if micro is None:
+            micro = self.next_micro_batches()
+        if audit_zero_grad:
+            for _, p in self.named:
+                if p.grad is not None:
+                    p.grad.detach_()
+                    p.grad.zero_()
+        self._given = None
+        with _fp32_autocast(self.adapter) if self.fp32 else contextlib.nullcontext():
+            loss = self.adapter.step(self.model, self.optimizer, micro, self.scaler)
+        self.grads.append(self._given)
+        if self._locating and self.nonfinite is None:
+            bad = next((n for n, p in self.named if _has_nonfinite(p)), None)
+            if bad is not None:
+                self.nonfinite = NonFinite(self.steps_done, f"parameter {bad} after the update")
+        if not math.isfinite(loss):
+            if self.nonfinite is None:
+                self.nonfinite = NonFinite(self.steps_done, "the loss")
+            self.steps_done += 1
+            return None
+        self.losses.append(loss)
+        if self.rec is not None:
+            self._record(loss)
+        self.steps_done += 1
+        return loss
+
+    def _record(self, loss: float) -> None:
+        """rec.step, with the gradients the optimizer saw put back in place
+        for a step that zeroed them after optimizer.step()."""
+        restored = []
+        for n, p in self.named:
+            if p.grad is None and self._given and n in self._given:
+                p.grad = self._given[n].clone()
+                restored.append(p)
+        try:
+            self.rec.step(loss)
+        finally:
+            for p in restored:
+                p.grad = None
+
+    def train(self, steps: int, *, eval_every: int = 0, audit_zero_grad: bool = True) -> bool:
+        """`steps` optimizer steps (calling evaluate every eval_every steps);
+        False when the loss went non-finite (training stops there)."""
+        for _ in range(steps):
+            if self.step(audit_zero_grad=audit_zero_grad) is None:
+                return False
+            if eval_every and self.steps_done % eval_every == 0:
+                self.adapter.evaluate(self.model)
+                self.model.train()
+        return True
+
+    def close(self) -> None:
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if self.rec is not None:
+            self.rec.close()
+
+
+@contextlib.contextmanager
+def _fp32_autocast(adapter: Adapter) -> Iterator[None]:
+    """torch.autocast (and the adapter module's own reference to it) with
+    enabled forced off: the team's step, run in float32."""
+
+    class Off(torch.autocast):  # type: ignore[misc,valid-type]
+        def __init__(self, device_type: str, dtype: Any = None, enabled: bool = True,
+                     cache_enabled: Any = None):
+            super().__init__(device_type, dtype=dtype, enabled=False, cache_enabled=cache_enabled)
+
+    saved = [(torch, "autocast", torch.autocast)]
+    for holder in (torch.cpu.amp, torch.cuda.amp):
+        saved.append((holder, "autocast", holder.autocast))
+    module = adapter.module
+    for name, value in list(vars(module).items()):
+        if value in (torch.autocast, torch.cpu.amp.autocast, torch.cuda.amp.autocast):
+            saved.append((module, name, value))
+    try:
+        for holder, name, _ in saved:
+            setattr(holder, name, Off)
+        yield
+    finally:
+        for holder, name, value in saved:
+            setattr(holder, name, value)
+
+
+def grad_distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], scale: float = 1.0
+                  ) -> float:
+    """||a - scale*b|| / ||scale*b|| over the tensors both hold (inf when b is 0)."""
+    num = den = 0.0
+    for k in a.keys() & b.keys():
+        d = a[k].double() - scale * b[k].double()
+        num += float((d * d).sum())
+        den += float((scale * b[k].double()).pow(2).sum())
+    return math.sqrt(num / den) if den > 0 else math.inf
+
+
+def grad_norm(g: dict[str, torch.Tensor]) -> float:
+    return math.sqrt(sum(float(t.double().pow(2).sum()) for t in g.values()))
