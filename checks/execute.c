@@ -4,6 +4,7 @@
 #include "check.h"
 #include "checks_impl.h"
 #include "backend_open.h"
+#include "catalogue.h"
 #include "env.h"
 #include "path.h"
 #include "runner.h"
@@ -103,6 +104,17 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
   return DL_OK;
 }
 
+/* A failed check with catalogue IDs says, for each, what the mistake is
+ * and the line that fixes it: the report speaks to the team. */
+static void name_findings(const dlc_check_spec *spec, dlc_verdict *v) {
+  memcpy(v->catalogue, spec->catalogue, sizeof v->catalogue);
+  v->ncatalogue = spec->ncatalogue;
+  for (int i = 0; v->kind == DLC_FAIL && i < spec->ncatalogue; i++) {
+    const dlc_pitfall_entry *p = dlc_catalogue_find(spec->catalogue[i]);
+    if (p) dlc_evidence(v, " %s: %s. Fix: %s.", p->id, p->mistake, p->fix);
+  }
+}
+
 dl_status dlc_evaluate_checks(const dlc_scenario *s, const dlc_trace *traces, int ntraces,
                               const char *variant, const char *pitfall, dlc_verdict *out) {
   for (int i = 0; i < s->nchecks; i++) {
@@ -116,6 +128,7 @@ dl_status dlc_evaluate_checks(const dlc_scenario *s, const dlc_trace *traces, in
       v->kind = DLC_ERROR;
       snprintf(v->evidence, sizeof v->evidence, "the check could not run: %s", dl_last_error());
     }
+    name_findings(spec, v);
   }
   return DL_OK;
 }

@@ -226,6 +226,9 @@ static void verdict_object(jw *w, const char *key, const dlc_verdict *v) {
   jw_open(w, key, '{');
   jw_str(w, "name", v->check);
   evidence_fields(w, v);
+  jw_open(w, "catalogue", '[');
+  for (int i = 0; i < v->ncatalogue; i++) jw_str(w, NULL, v->catalogue[i]);
+  jw_close(w, ']');
   jw_num(w, "seconds", v->seconds);
   jw_close(w, '}');
 }

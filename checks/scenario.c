@@ -16,6 +16,7 @@
 
 #include "scenario.h"
 
+#include "catalogue.h"
 #include "check.h"
 #include "trace.h"
 #include "yaml_util.h"
@@ -578,6 +579,27 @@ static dl_status parse_tolerance(void *ctx, const yu_val *v, const yu_field *f, 
   return DL_OK;
 }
 
+/* IDs of dlcheck's catalogue, each at most once. */
+static dl_status parse_catalogue(void *ctx, const yu_val *v, const yu_field *f, void *base) {
+  dlc_check_spec *c = base;
+  (void)ctx, (void)f;
+  int count;
+  DL_TRY(yu_seq_count(v, 1, DLC_MAX_CATALOGUE, &count));
+  for (int i = 0; i < count; i++) {
+    yu_val item = yu_seq_at(v, i);
+    DL_TRY(yu_str(&item, c->catalogue[i], DLC_CATALOGUE_ID_MAX, false));
+    if (!dlc_catalogue_find(c->catalogue[i]))
+      return yu_fail(&item, DL_ERR_INVALID, "'%s' is not a catalogue ID; `dlcheck list` "
+                     "shows them (G1 ... E3)", c->catalogue[i]);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(c->catalogue[j], c->catalogue[i]))
+        return yu_fail(&item, DL_ERR_INVALID, "catalogue ID '%s' is listed twice",
+                       c->catalogue[i]);
+  }
+  c->ncatalogue = count;
+  return DL_OK;
+}
+
 #define CF(k, t, member) .key = k, .type = t, .offset = offsetof(dlc_check_spec, member)
 #define CSTR(k, member, req) {CF(k, YU_STR, member), .size = DLC_NAME_MAX, .required = req}
 static const yu_field check_fields[] = {
@@ -589,6 +611,7 @@ static const yu_field check_fields[] = {
     {.key = "tolerance", .type = YU_CUSTOM, .parse = parse_tolerance},
     {CF("threshold", YU_F64, threshold)},
     {CF("expect_divergence", YU_BOOL, expect_divergence)},
+    {.key = "catalogue", .type = YU_CUSTOM, .parse = parse_catalogue},
 };
 
 static dl_status unknown_kind(const yu_val *v, const char *kind) {

@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "tolerance.h"
+#include "verdict.h"
 
 enum { DLC_MAX_RUNS = 8, DLC_MAX_CHECKS = 16, DLC_MAX_VARIANTS = 16,
        DLC_MAX_QUANTITIES = 8 };
@@ -23,6 +24,10 @@ typedef struct dlc_check_spec {
   dlc_tolerance tol;
   double threshold;          /* for detector checks (ratios, fractions) */
   bool expect_divergence;    /* a difference is expected and reported (G5) */
+  /* Catalogue IDs a failure of this check is evidence of (an audit of a
+   * team's code names its findings so): reports name them with the fix. */
+  char catalogue[DLC_MAX_CATALOGUE][DLC_CATALOGUE_ID_MAX];
+  int ncatalogue;
 } dlc_check_spec;
 
 typedef struct dlc_variant {

@@ -4,6 +4,8 @@
 
 #include "trace.h"
 
+enum { DLC_MAX_CATALOGUE = 8, DLC_CATALOGUE_ID_MAX = 8 };
+
 #include <stdint.h>
 
 typedef enum {
@@ -28,6 +30,10 @@ typedef struct dlc_verdict {
   double max_abs, max_rel, value, threshold;
   uint64_t max_ulp;
   double seconds;             /* time the check and its runs took */
+  /* The check's catalogue IDs (dlc_check_spec.catalogue): a FAIL is a
+   * finding of each. */
+  char catalogue[DLC_MAX_CATALOGUE][DLC_CATALOGUE_ID_MAX];
+  int ncatalogue;
 } dlc_verdict;
 
 void dlc_verdict_init(dlc_verdict *v, const char *check, const char *variant,

@@ -464,6 +464,19 @@ static void test_dependent_defaults(void **state) {
   dlc_scenario_free(s);
 }
 
+/* A check's catalogue IDs, in the order written. */
+static void test_check_catalogue(void **state) {
+  (void)state;
+  dlc_scenario *s = load_mutated("b: other}", "b: other, catalogue: [G2, G1]}");
+  assert_int_equal(s->checks[0].ncatalogue, 2);
+  assert_string_equal(s->checks[0].catalogue[0], "G2");
+  assert_string_equal(s->checks[0].catalogue[1], "G1");
+  dlc_scenario_free(s);
+  s = load_mutated("b: other}", "b: other}\n  - {name: n, kind: nonfinite, a: other}");
+  assert_int_equal(s->checks[1].ncatalogue, 0); /* optional */
+  dlc_scenario_free(s);
+}
+
 /* The loss section: every key, and a run's override merging into it. */
 static void test_loss_section(void **state) {
   (void)state;
@@ -583,6 +596,12 @@ static const bad_case bad_cases[] = {
     {"other: {data: {batch: 4}}", "other: {checks: []}", DL_ERR_FORMAT, "checks: []", 0,
      "runs.other.checks: unknown key 'checks'"},
     {"steps: 4\n", "steps: 4\n? [x]\n: 1\n", DL_ERR_FORMAT, "x]", 0, "keys must be plain names"},
+    {"b: other}", "b: other, catalogue: [Z9]}", DL_ERR_INVALID, "Z9]", 0,
+     "checks[0].catalogue[0]: 'Z9' is not a catalogue ID"},
+    {"b: other}", "b: other, catalogue: [G1, G1]}", DL_ERR_INVALID, "G1]}", 0,
+     "catalogue ID 'G1' is listed twice"},
+    {"b: other}", "b: other, catalogue: []}", DL_ERR_INVALID, "catalogue: []", 0,
+     "checks[0].catalogue: expected at least 1 item"},
     /* wrong types */
     {"lr: 0.1", "lr: abc", DL_ERR_FORMAT, "abc", 0, "optimizer.lr: expected a number, got 'abc'"},
     {"steps: 4", "steps: 2.5", DL_ERR_FORMAT, "2.5", 0, "steps: expected an integer, got '2.5'"},
@@ -870,6 +889,7 @@ int main(void) {
       cmocka_unit_test(test_minimal_defaults),
       cmocka_unit_test(test_dependent_defaults),
       cmocka_unit_test(test_loss_section),
+      cmocka_unit_test(test_check_catalogue),
       cmocka_unit_test(test_trace_runs),
       cmocka_unit_test(test_model_needed_by_engine_runs),
       cmocka_unit_test(test_bad_files),

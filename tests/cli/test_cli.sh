@@ -178,6 +178,24 @@ expect 1 "compare two plain traces" "$DLCHECK" compare \
 contains "their environments are compared" "the same"
 expect 0 "list" "$DLCHECK" list
 contains "list shows the catalogue" "G1"
+contains "list shows each fix" "fix: (loss / accumulation_steps).backward()"
+
+# A check that names catalogue IDs: when it fails, every report names them
+# with what they mean and the line that fixes them.
+cp -r "$WORK/small" "$WORK/findings"
+sed -i -e 's/^name: small/name: findings/' \
+       -e 's/tolerance: "close(1e-4, 1e-6)"}/tolerance: "close(1e-4, 1e-6)", catalogue: [G2]}/' \
+       -e 's/accumulated: {accumulation: 2, data: {batch: 16}}/accumulated: {accumulation: 2, data: {batch: 16}, bugs: {loss_not_divided: true}}/' \
+       -e '/^pitfalls:/,$d' "$WORK/findings/scenario.yaml"
+expect 1 "a finding fails the run" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$WORK/findings_report" "$WORK/findings"
+contains "the finding is named" "G2:"
+grep -qF "G2: the loss of each micro-batch is not divided by the accumulation count K. Fix: (loss / accumulation_steps).backward() for each micro-batch." "$WORK/findings_report/report.json" &&
+  ok "with what it means and its fix" || bad "with what it means and its fix" "$WORK/findings_report/report.json"
+grep -q '"catalogue": \[' "$WORK/findings_report/report.json" && grep -A2 '"catalogue": \[' "$WORK/findings_report/report.json" | grep -q '"G2"' &&
+  ok "report.json lists the check's catalogue IDs" || bad "report.json catalogue IDs" "$WORK/findings_report/report.json"
+grep -q "Fix: (loss / accumulation_steps)" "$WORK/findings_report/junit.xml" &&
+  grep -q "Fix: (loss / accumulation_steps)" "$WORK/findings_report/report.html" &&
+  ok "JUnit and HTML carry the fix" || bad "JUnit and HTML carry the fix"
 
 # A golden recorded with a perturbed schedule (the learning rate halves from
 # step 3 on) is reported with the right step and tensor.
