@@ -14,6 +14,7 @@ packages=(
   libopenmpi-dev openmpi-bin    # multi-process data parallel
   libxml2-utils                 # xmllint for the JUnit schema check
   python3-torch python3-h5py python3-numpy python3-sklearn  # reference fixtures
+  python3-xxhash python3-pytest python3-pytest-cov           # python/ (recorder) and its tests
   dataset-fashion-mnist         # fixture source
   libopenblas-dev libopenblas0-pthread  # benchmark peer
 )

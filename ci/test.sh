@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: warning-free release build and tests, ASan+UBSan
-# build and tests, the CLI under valgrind, coverage build with gcovr line
-# coverage of engine/ and checks/, and the cross-compiler bitwise check.
+# build and tests, the Python package's tests (pytest, line coverage of
+# python/), the CLI under valgrind, coverage build with gcovr line coverage
+# of engine/ and checks/, and the cross-compiler bitwise check.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,12 @@ step "release build (gcc, -Werror)"
 cmake --preset release >/dev/null
 cmake --build build/release -j"$jobs"
 ctest --preset release -j"$jobs"
+
+step "Python: recorder, PyTorch conformance traces, examples (pytest, coverage of python/)"
+# Debian's interpreter: it has python3-torch, h5py, numpy, xxhash, pytest.
+DLCHECK_BIN="$PWD/build/release/cli/dlcheck" PYTHONPATH="$PWD/python" \
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests fixtures/torch examples \
+  --cov=python/dlcheck --cov-report=term --cov-fail-under=85
 
 step "ASan + UBSan build"
 cmake --preset asan >/dev/null
