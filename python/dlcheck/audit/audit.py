@@ -6,16 +6,19 @@ finding); 2 the adapter is malformed or one of its functions failed
 (the message names it; no report is written); 3 the C harness is missing."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import shutil
 import tempfile
 import time
 from types import ModuleType
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 import torch
 
-from . import accumulation, harness, parameters, summary
+from .. import envinfo
+from . import accumulation, determinism, harness, inference, nonfinite, parameters, summary
 from .adapter import AdapterError, load_adapter
 from .context import Context
 from .scenario import Family, NotTested
@@ -25,9 +28,25 @@ from .summary import AuditResult
 FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
     "parameters": (parameters.run, (), ("F1", "F2", "F3")),
     "accumulation": (accumulation.run, (), ("G1", "G2", "G3", "G4", "G5")),
+    "inference": (inference.run, ("evaluate",), ("M1", "M2", "M3", "M4")),
+    "nonfinite": (nonfinite.run, (), ("N1",)),
+    "determinism": (determinism.run, (), ("N2", "N3", "D8")),
 }
 #: a file in an output folder that marks it as an audit's, safe to replace
 MARK = "summary.txt"
+
+
+@contextlib.contextmanager
+def _package_versions_cached() -> Iterator[None]:
+    """envinfo looks package versions up in every Recorder (0.5 s each with
+    a long sys.path, dozens of recorders per audit): the same answer for
+    the duration of one audit."""
+    original = envinfo._package_version
+    envinfo._package_version = functools.lru_cache(maxsize=None)(original)
+    try:
+        yield
+    finally:
+        envinfo._package_version = original
 
 
 def _needs(adapter, pieces: tuple) -> Optional[str]:
@@ -84,36 +103,8 @@ def run_audit(adapter: Union[str, os.PathLike, ModuleType], out_dir: Union[str, 
     work = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.audit-", dir=os.path.dirname(out))
     rng = torch.get_rng_state()
     try:
-        done: list[Family] = []
-        skipped: list[Family] = []
-        ctx = Context(ad, work)
-        for fam_name in chosen:
-            fn, pieces, ids = FAMILIES[fam_name]
-            why = _needs(ad, pieces)
-            t0 = time.monotonic()
-            fam = Family(fam_name, "") if why else fn(ctx)
-            fam.seconds = time.monotonic() - t0
-            if why:
-                fam.not_tested.append(NotTested("every check", ids, why))
-            if any(p is None for p in fam.runs.values()):
-                fam.not_tested.append(NotTested(
-                    "every check", tuple(i for c in fam.checks for i in c.catalogue),
-                    "a run went non-finite before its first step could be recorded"))
-                fam.checks, fam.runs = [], {}
-            (done if fam.checks else skipped).append(fam)
-        report_dir = os.path.join(work, "report")
-        report, _ = harness.evaluate(done, work, report_dir, binary=exe)
-        result = AuditResult(ad.name, 0, out_dir=out)
-        result.outcomes = summary.outcomes(done + skipped, report)
-        result.findings = summary.findings(result.outcomes)
-        failed = any(o.verdict in ("fail", "error") for o in result.outcomes)
-        result.exit_code = 1 if failed else 0
-        result.seconds = time.monotonic() - start
-        result.text = summary.render(result, harness.catalogue(exe))
-        with open(os.path.join(report_dir, MARK), "w", encoding="utf-8") as f:
-            f.write(result.text)
-        _publish(report_dir, out)
-        return result
+        with _package_versions_cached():
+            return _audit(ad, out, work, chosen, exe, start)
     except AdapterError as e:
         return AuditResult(ad.name, 2, message=str(e), seconds=time.monotonic() - start)
     except harness.HarnessError as e:
@@ -121,3 +112,43 @@ def run_audit(adapter: Union[str, os.PathLike, ModuleType], out_dir: Union[str, 
     finally:
         torch.set_rng_state(rng)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _audit(ad, out: str, work: str, chosen: list, exe: str, start: float) -> AuditResult:
+    """The families, the harness and the summary (run_audit's body)."""
+    done: list[Family] = []
+    skipped: list[Family] = []
+    ctx = Context(ad, work)
+    for fam_name in chosen:
+        fn, pieces, ids = FAMILIES[fam_name]
+        why = _needs(ad, pieces)
+        t0 = time.monotonic()
+        ctx.runs = []
+        fam = Family(fam_name, "") if why else fn(ctx)
+        fam.seconds = time.monotonic() - t0
+        if why:
+            fam.not_tested.append(NotTested("every check", ids, why))
+        bad = ctx.nonfinite()
+        if bad and fam_name != "nonfinite":
+            fam.not_tested += [NotTested(c.name, c.catalogue, f"training went non-finite "
+                                         f"({bad}): see N1") for c in fam.checks]
+            fam.checks, fam.runs = [], {}
+        if any(p is None for p in fam.runs.values()):
+            fam.not_tested.append(NotTested(
+                "every check", tuple(i for c in fam.checks for i in c.catalogue),
+                "a run went non-finite before its first step could be recorded"))
+            fam.checks, fam.runs = [], {}
+        (done if fam.checks else skipped).append(fam)
+    report_dir = os.path.join(work, "report")
+    report, _ = harness.evaluate(done, work, report_dir, binary=exe)
+    result = AuditResult(ad.name, 0, out_dir=out)
+    result.outcomes = summary.outcomes(done + skipped, report)
+    result.findings = summary.findings(result.outcomes)
+    failed = any(o.verdict in ("fail", "error") for o in result.outcomes)
+    result.exit_code = 1 if failed else 0
+    result.seconds = time.monotonic() - start
+    result.text = summary.render(result, harness.catalogue(exe))
+    with open(os.path.join(report_dir, MARK), "w", encoding="utf-8") as f:
+        f.write(result.text)
+    _publish(report_dir, out)
+    return result

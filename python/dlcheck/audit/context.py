@@ -3,7 +3,8 @@ its traces go."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 
@@ -15,6 +16,12 @@ from .loop import Run
 class Context:
     adapter: Adapter
     work: str  # the audit's private folder; traces under work/traces
+    runs: list = field(default_factory=list)  # the current family's runs
+
+    def nonfinite(self) -> Optional[str]:
+        """How the current family's first run that went non-finite did."""
+        bad = next((r for r in self.runs if r.nonfinite is not None), None)
+        return None if bad is None else bad.nonfinite.describe()
 
     @property
     def settings(self):
@@ -30,7 +37,9 @@ class Context:
         s = self.settings
         kwargs.setdefault("seed", s.seed)
         kwargs.setdefault("batch_size", s.batch_size)
-        return Run(self.adapter, **kwargs)
+        r = Run(self.adapter, **kwargs)
+        self.runs.append(r)
+        return r
 
     def recorded(self, scenario: str, name: str, *, stats_every: int = 0, **kwargs) -> Run:
         """A Run that records into the family's trace `name`."""

@@ -194,17 +194,25 @@ class Run:
                 p.grad = None
 
     def train(self, steps: int, *, eval_every: int = 0, audit_zero_grad: bool = True) -> bool:
-        """`steps` optimizer steps (calling evaluate every eval_every steps);
-        False when the loss went non-finite (training stops there)."""
+        """`steps` optimizer steps (calling evaluate every eval_every steps,
+        the model put in eval mode first so that a missing model.eval(), M1,
+        does not count again here); False when the loss went non-finite
+        (training stops there)."""
         for _ in range(steps):
             if self.step(audit_zero_grad=audit_zero_grad) is None:
                 return False
             if eval_every and self.steps_done % eval_every == 0:
+                self.model.eval()
                 self.adapter.evaluate(self.model)
                 self.model.train()
         return True
 
     def close(self) -> None:
+        """Removes the audit's hooks and ends the batch stream (a DataLoader
+        with workers stops them now, not whenever it is collected)."""
+        close = getattr(self.data, "close", None)
+        if callable(close):
+            close()
         for h in self._hooks:
             h.remove()
         self._hooks = []

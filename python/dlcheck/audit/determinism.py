@@ -1,0 +1,57 @@
+"""Determinism: the team's run bitwise the same twice, with 1 and 2 threads,
+with 0 and 2 loader workers (N2, N3), and with evaluation interleaved (D8)."""
+from __future__ import annotations
+
+from .context import Context
+from .loop import threads
+from .scenario import Check, Family, NotTested
+
+#: PyTorch's CPU kernels (BatchNorm statistics, reductions) may sum in an
+#: order that depends on the thread count: rounding-level differences are
+#: not N3, a random stream keyed by thread is far larger.
+THREADS_TOLERANCE = "close(1e-4, 1e-6)"
+DESCRIPTION = ("The team's training is bitwise reproducible: run twice, with another thread "
+               "count, with loader workers, with evaluation in between.")
+
+
+def run(ctx: Context) -> Family:
+    fam = Family("determinism", DESCRIPTION)
+    s, ad = ctx.settings, ctx.adapter
+
+    def record(name: str, n_threads: int = 1, eval_every: int = 0, **kw) -> None:
+        with threads(n_threads):
+            r = ctx.recorded(fam.scenario, name, **kw)
+            r.train(s.steps, eval_every=eval_every)
+            fam.runs[name] = r.save()
+            r.close()
+
+    record("first")
+    record("again")
+    bitwise = {"quantities": ("loss", "params"), "tolerance": "bitwise"}
+    fam.checks += [
+        Check("same_run_twice", "equivalence", "first", "again", catalogue=("N2",),
+              about="the same run twice is bitwise identical", **bitwise),
+        Check("thread_count_free", "equivalence", "first", "two_threads", catalogue=("N3",),
+              quantities=("loss", "params"), tolerance=THREADS_TOLERANCE,
+              about="1 and 2 intra-op threads agree (within float32 summation order: "
+                    "PyTorch's CPU reductions split work by thread)"),
+    ]
+    if ad.accepts("batches", "workers"):
+        record("two_workers", workers=2)
+        fam.checks.append(Check("worker_count_free", "equivalence", "first", "two_workers",
+                                catalogue=("N3",), about="0 and 2 loader workers give the same "
+                                "bits", **bitwise))
+    else:
+        fam.not_tested.append(NotTested("worker_count_free", ("N3",),
+                                        "batches() takes no workers argument"))
+    # last: a fork (loader workers) after a second OpenMP thread has started can hang
+    record("two_threads", n_threads=2)
+    if ad.has("evaluate"):
+        record("with_eval", eval_every=2)
+        fam.checks.append(Check("eval_leaves_training_alone", "equivalence", "first",
+                                "with_eval", catalogue=("D8",), about="evaluating every 2 steps "
+                                "changes no bit of training", **bitwise))
+    else:
+        fam.not_tested.append(NotTested("eval_leaves_training_alone", ("D8",),
+                                        "the adapter has no evaluate"))
+    return fam
