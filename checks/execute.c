@@ -170,19 +170,35 @@ static dl_status compare_golden(const dlc_scenario *s, const char *path,
   r->golden_trace = calloc(1, sizeof *r->golden_trace);
   if (!r->golden_trace) return dl_fail(DL_ERR_NOMEM, "out of memory for the golden trace");
   static _Thread_local dlc_golden_meta meta; /* 14 KiB: off the stack */
-  dl_status st = dlc_trace_load(path, r->golden_trace, &meta);
+  r->envelope = calloc(1, sizeof *r->envelope);
+  if (!r->envelope) return dl_fail(DL_ERR_NOMEM, "out of memory for the golden's envelope");
+  dl_status st = dlc_golden_load(path, r->golden_trace, &meta, r->envelope);
   if (st == DL_ERR_IO) {
     free(r->golden_trace);
     r->golden_trace = NULL;
+    free(r->envelope);
+    r->envelope = NULL;
     r->golden.kind = DLC_ERROR;
     snprintf(r->golden.evidence, sizeof r->golden.evidence,
              "no golden file %s: record one with `dlcheck record %s`", path, s->dir);
     return DL_OK;
   }
-  if (st) /* a golden that exists but cannot be read is bad input, not a skip */
+  if (st) { /* a golden that exists but cannot be read is bad input, not a skip */
+    free(r->envelope);
+    r->envelope = NULL;
     return dl_fail_context(st, "golden of %s: ", s->name);
+  }
   r->golden_present = true;
   snprintf(r->golden_trace->run, sizeof r->golden_trace->run, "golden");
+  if (r->envelope->repeats == 0) {
+    free(r->envelope);
+    r->envelope = NULL;
+  } else {
+    /* A calibrated golden: the run must lie in the repeats' envelope. */
+    st = dlc_envelope_check(r->envelope, r->golden_trace, &r->traces[0], &r->golden);
+    if (!st && r->golden.kind != DLC_PASS) describe_env_change(meta.env_json, &r->golden);
+    return st;
+  }
   /* The golden is the reference: the equivalence check's a. */
   dlc_check_spec spec = {.name = "golden", .kind = "equivalence", .a = "golden",
                          .nquantities = 4,
@@ -415,6 +431,32 @@ dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
   return assess(&src, golden, pitfalls, r);
 }
 
+/* The golden's metadata for trace t of the reference run: this machine,
+ * or where a recorded run computed if its file says; tolerances bitwise on
+ * the CPU (the engine promises the same bits everywhere), else float32's
+ * default closeness. */
+static dl_status golden_meta_for(const dlc_scenario *s, const dlc_exec_options *o,
+                                 const dlc_trace *trace, dlc_golden_meta *meta) {
+  static _Thread_local dlc_golden_meta origin; /* 14 KiB: off the stack */
+  DL_TRY(dlc_golden_meta_init(meta));
+  if (s->runs[0].trace[0]) {
+    DL_TRY(run_env(&s->runs[0], o->root, &origin));
+    if (origin.env_json[0]) memcpy(meta->env_json, origin.env_json, sizeof meta->env_json);
+  }
+  bool cpu = strcmp(trace->backend, "cpu") == 0;
+  const char *quantities[] = {"loss", "grad_norm", "params", "buffers"};
+  for (int i = 0; i < 4; i++)
+    DL_TRY(dlc_golden_meta_set_tol(meta, quantities[i], cpu ? "bitwise" : "close(1.3e-6, 1e-5)"));
+  return DL_OK;
+}
+
+static dlc_run_options record_options(const dlc_scenario *s, const dlc_exec_options *o,
+                                      progress_ctx *p) {
+  return (dlc_run_options){.root = o->root, .scenario = s->name, .workdir = o->workdir,
+                           .progress = on_step, .user = p, .comm = o->comm,
+                           .device = exec_device(o)};
+}
+
 /* A golden holds the reference run only: only it is trained. */
 dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, char *written,
                               size_t len) {
@@ -422,9 +464,7 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
   DL_TRY(golden_path(s, o, path, sizeof path));
   progress_ctx p = {.o = o, .scenario = s->name};
   snprintf(p.what, sizeof p.what, "record %s", s->runs[0].name);
-  dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
-                        .progress = on_step, .user = &p, .comm = o->comm,
-                        .device = exec_device(o)};
+  dlc_run_options ro = record_options(s, o, &p);
   dlc_trace trace;
   if (s->runs[0].trace[0]) DL_TRY(load_trace_run(s, &s->runs[0], o->root, &trace));
   else DL_TRY(dlc_run(&s->runs[0], &ro, &trace));
@@ -433,22 +473,70 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
     return written ? dlc_path(written, len, "%s (by rank 0)", path) : DL_OK;
   }
   trace.scenario_hash = s->hash;
-  static dlc_golden_meta meta, origin; /* 14 KiB each: off the stack */
-  dl_status st = dlc_golden_meta_init(&meta);
-  /* A recorded run computed where its trace was made, if the file says. */
-  if (!st && s->runs[0].trace[0]) {
-    st = run_env(&s->runs[0], o->root, &origin);
-    if (!st && origin.env_json[0]) memcpy(meta.env_json, origin.env_json, sizeof meta.env_json);
-  }
-  /* The CPU engine promises the same bits everywhere; other backends get
-   * float32's default closeness. */
-  bool cpu = strcmp(trace.backend, "cpu") == 0;
-  const char *quantities[] = {"loss", "grad_norm", "params", "buffers"};
-  for (int i = 0; !st && i < 4; i++)
-    st = dlc_golden_meta_set_tol(&meta, quantities[i], cpu ? "bitwise" : "close(1.3e-6, 1e-5)");
+  static dlc_golden_meta meta; /* 14 KiB: off the stack */
+  dl_status st = golden_meta_for(s, o, &trace, &meta);
   if (!st) st = dlc_make_parent_dirs(path);
   if (!st) st = dlc_trace_save(path, &trace, &meta);
   dlc_trace_free(&trace);
+  if (!st && written) st = dlc_path(written, len, "%s", path);
+  return st;
+}
+
+/* Repeat i of a calibration: on the CPU the engine's own order (i = 0) or
+ * perturbation seed i; on a GPU the library's run-to-run variation, with
+ * cuDNN's deterministic and fastest algorithms alternating. */
+static dl_status run_repeat(const dlc_scenario *s, const dlc_exec_options *o, int i,
+                            dlc_trace *out) {
+  progress_ctx p = {.o = o, .scenario = s->name};
+  snprintf(p.what, sizeof p.what, "repeat %d of %.60s", i, s->runs[0].name);
+  dlc_run_options ro = record_options(s, o, &p);
+  ro.perturb_seed = (uint64_t)i;
+  dlc_run_config c = s->runs[0];
+  if (i % 2) c.backend.conv_algo = DLC_CONV_FASTEST;
+  return dlc_run(&c, &ro, out);
+}
+
+static void describe_repeats(const dlc_trace *ref, int n, char *buf, size_t len) {
+  if (strcmp(ref->backend, "cpu") == 0)
+    snprintf(buf, len, "cpu: the engine's order and perturbation seeds 1..%d (GEMM and "
+             "convolution products in float, summed rotated, blocked or pairwise)", n - 1);
+  else
+    snprintf(buf, len, "%s: %d runs, deterministic and fastest convolution algorithms "
+             "alternating", ref->backend, n);
+}
+
+dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_options *o,
+                                     int repeats, double widen, char *written, size_t len) {
+  if (s->runs[0].trace[0])
+    return dl_fail(DL_ERR_INVALID, "%s: the reference run is a recorded trace (%s): calibrate "
+                   "from several recordings with `dlcheck record --repeat-from A.h5 B.h5 C.h5 "
+                   "--out GOLDEN.h5`", s->name, s->runs[0].trace);
+  if (repeats < DLC_ENVELOPE_MIN_REPEATS)
+    return dl_fail(DL_ERR_INVALID, "--repeat %d: at least %d repeats are needed", repeats,
+                   DLC_ENVELOPE_MIN_REPEATS);
+  char path[2 * DLC_PATH_MAX], what[512];
+  DL_TRY(golden_path(s, o, path, sizeof path));
+  dlc_trace *runs = calloc((size_t)repeats, sizeof *runs);
+  if (!runs) return dl_fail(DL_ERR_NOMEM, "out of memory for %d repeats", repeats);
+  dl_status st = DL_OK;
+  int done = 0;
+  for (; !st && done < repeats; done++) st = run_repeat(s, o, done, &runs[done]);
+  if (st) done--; /* a failed run leaves its trace freed */
+  static dlc_golden_meta meta; /* 14 KiB: off the stack */
+  dlc_envelope env = {0};
+  if (!st) {
+    runs[0].scenario_hash = s->hash;
+    describe_repeats(&runs[0], repeats, what, sizeof what);
+    st = dlc_envelope_build(runs, repeats, widen, what, &env);
+  }
+  if (!st && writes_files(o)) {
+    st = golden_meta_for(s, o, &runs[0], &meta);
+    if (!st) st = dlc_make_parent_dirs(path);
+    if (!st) st = dlc_golden_save_calibrated(path, &runs[0], &meta, &env);
+  }
+  dlc_envelope_free(&env);
+  free_traces(runs, done);
+  free(runs);
   if (!st && written) st = dlc_path(written, len, "%s", path);
   return st;
 }

@@ -42,6 +42,12 @@ dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
 dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o,
                               char *written, size_t len);
 
+/* A calibrated golden: the reference run `repeats` times (>= 3) under the
+ * variation the gate must accept (execute.c's run_repeat), its trace and
+ * the envelope (envelope.h) written as GOLDEN_DIR/<scenario>/<backend>.h5. */
+dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_options *o,
+                                     int repeats, double widen, char *written, size_t len);
+
 /* Evaluates every check of the scenario on traces (one per run). */
 dl_status dlc_evaluate_checks(const dlc_scenario *s, const dlc_trace *traces, int ntraces,
                               const char *variant, const char *pitfall, dlc_verdict *out);

@@ -3,7 +3,7 @@
  * Ownership (what dlc_scenario_execute allocates and this frees): checks,
  * pitfalls and each pitfall's others are malloc'd arrays; traces is a
  * malloc'd array of ntraces initialised traces; golden_trace is one
- * malloc'd, initialised trace or NULL. */
+ * malloc'd, initialised trace or NULL; envelope likewise. */
 #include "result.h"
 
 #include <stdlib.h>
@@ -35,6 +35,10 @@ void dlc_result_free(dlc_scenario_result *r) {
   if (r->golden_trace) {
     dlc_trace_free(r->golden_trace);
     free(r->golden_trace);
+  }
+  if (r->envelope) {
+    dlc_envelope_free(r->envelope);
+    free(r->envelope);
   }
   memset(r, 0, sizeof *r);
 }

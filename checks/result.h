@@ -5,6 +5,7 @@
 #ifndef DLC_RESULT_H
 #define DLC_RESULT_H
 
+#include "envelope.h"
 #include "verdict.h"
 
 typedef struct dlc_pitfall_outcome {
@@ -31,6 +32,8 @@ typedef struct dlc_scenario_result {
   dlc_trace *traces;         /* the correct pipeline's runs, in scenario order */
   int ntraces;
   dlc_trace *golden_trace;   /* NULL without a golden */
+  dlc_envelope *envelope;    /* a calibrated golden's envelope (for band
+                                plots), else NULL */
   double seconds;
   char skipped[512];         /* non-empty: nothing ran, and why (a run needs a
                                 device this machine lacks) */

@@ -82,11 +82,13 @@ typedef struct rank_job {
 static dl_status train(dlc_rank *r) {
   const dlc_run_config *c = r->cfg;
   DL_TRY(dlc_record_initial(r));
-  while (r->step < c->steps) {
+  int64_t steps = r->sh->opt->stop_after > 0 && r->sh->opt->stop_after < c->steps
+                      ? r->sh->opt->stop_after : c->steps;
+  while (r->step < steps) {
     DL_TRY(dlc_train_step(r));
-    if (c->checkpoint.at_step == r->step && r->step < c->steps)
+    if (c->checkpoint.at_step == r->step && r->step < steps)
       DL_TRY(dlc_checkpoint_roundtrip(r));
-    if (c->eval.every > 0 && r->step % c->eval.every == 0 && r->step < c->steps)
+    if (c->eval.every > 0 && r->step % c->eval.every == 0 && r->step < steps)
       DL_TRY(dlc_evaluate(r, false));
   }
   DL_TRY(dlc_evaluate(r, true));

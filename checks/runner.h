@@ -26,6 +26,14 @@ typedef struct dlc_run_options {
   /* Tests: every rank computes on this backend instead of opening the
    * run's device (a host backend stands in for a GPU; world 1). */
   const dl_backend *backend_override;
+  /* Calibration (dlcheck record --repeat): not 0, runs on the CPU compute
+   * their GEMMs and convolutions on a perturbation backend seeded with it
+   * (engine/perturb.h); other devices ignore it. */
+  uint64_t perturb_seed;
+  /* The first-divergent-layer search (locate.h): layer statistics also at
+   * steps stats_from .. stats_to - 1 (an empty range: none), and training
+   * stops after stop_after steps (0: the run's own count). */
+  int64_t stats_from, stats_to, stop_after;
 } dlc_run_options;
 
 /* out must be empty; on failure it is freed and the message names the run. */

@@ -2,6 +2,7 @@
 #include "runner_internal.h"
 
 #include "path.h"
+#include "perturb.h"
 #include "state_dict.h"
 
 #include <stdio.h>
@@ -126,11 +127,14 @@ dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank) {
                                                    : DL_SCALER_OFF,
                  pc->init_scale, pc->growth_factor, pc->backoff_factor, pc->growth_interval);
   DL_TRY(make_schedule(r));
+  dlc_device device = dlc_run_device(r->cfg, sh->opt->device);
   if (sh->opt->backend_override) {
     r->backend = (dl_backend *)sh->opt->backend_override;
+  } else if (sh->opt->perturb_seed && device == DLC_DEVICE_CPU) {
+    DL_TRY(dl_perturb_backend_create(sh->opt->perturb_seed, &r->backend));
+    r->backend_owned = true;
   } else {
-    DL_TRY(dlc_backend_open(&r->cfg->backend, dlc_run_device(r->cfg, sh->opt->device), rank,
-                            &r->backend));
+    DL_TRY(dlc_backend_open(&r->cfg->backend, device, rank, &r->backend));
     r->backend_owned = true;
   }
   make_sampler(r);
@@ -144,7 +148,8 @@ dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank) {
 void dlc_rank_teardown(dlc_rank *r) {
   dl_optim_destroy(r->optim);
   dl_model_destroy(r->model);
-  if (r->backend_owned) dlc_backend_close(r->backend);
+  if (r->backend_owned && dl_is_perturb_backend(r->backend)) dl_perturb_backend_destroy(r->backend);
+  else if (r->backend_owned) dlc_backend_close(r->backend);
   free(r->params);
   if (r->micro)
     for (int k = 0; k < r->cfg->accumulation; k++) dl_batch_free(&r->micro[k]);

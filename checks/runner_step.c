@@ -204,8 +204,10 @@ dl_status dlc_train_step(dlc_rank *r) {
   int K = c->accumulation;
   float lr = dl_lr_at(&r->sched, r->step);
   int64_t every = c->stats_every;
-  r->stats_now = r->rank == 0 && (every > 0 ? r->step % every == 0
-                                            : r->step == 0 || r->step == c->steps - 1);
+  const dlc_run_options *o = r->sh->opt;
+  bool asked = r->step >= o->stats_from && r->step < o->stats_to;
+  r->stats_now = r->rank == 0 && (asked || (every > 0 ? r->step % every == 0
+                                                      : r->step == 0 || r->step == c->steps - 1));
   r->nstat = 0;
   for (int k = 0; k < K; k++) DL_TRY(dlc_rank_next_batch(r, &r->micro[k]));
   float tokens;

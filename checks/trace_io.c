@@ -7,6 +7,7 @@
 #include "state_dict.h"
 #include "tolerance.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@ dl_status dlc_golden_meta_init(dlc_golden_meta *m) {
       !strftime(m->recorded_at, sizeof m->recorded_at, "%Y-%m-%dT%H:%M:%SZ", &utc))
     snprintf(m->recorded_at, sizeof m->recorded_at, "unknown");
   snprintf(m->version, sizeof m->version, "%s", dlc_version());
+  snprintf(m->golden_kind, sizeof m->golden_kind, "single");
   return DL_OK;
 }
 
@@ -359,9 +361,72 @@ static dl_status write_root(hid_t file, const char *path, const dlc_trace *t,
   return s;
 }
 
+/* /envelope of a calibrated golden (docs/trace-format.md section 9). */
+static dl_status write_envelope_series(hid_t g, const char *where, const dlc_envelope *e) {
+  for (int i = 0; i < e->nseries; i++) {
+    char enc[ENCODED_MAX];
+    encode_name(e->series[i].name, enc);
+    hsize_t dims[2] = {(hsize_t)e->series[i].n, DLC_ENV_COLS};
+    DL_TRY(dlc_h5_write_num(g, where, enc, DLC_H5_F64, 2, dims, e->series[i].v));
+  }
+  return DL_OK;
+}
+
+static dl_status write_envelope_finals(hid_t g, const char *where, const dlc_envelope *e) {
+  int n = e->nfinals;
+  const char **names = gather(n ? e->finals[0].name : NULL, sizeof *e->finals, n);
+  double (*v)[DLC_FIN_COLS] = malloc((size_t)(n ? n : 1) * sizeof *v);
+  dl_status s = names && v ? DL_OK : dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
+  for (int i = 0; s == DL_OK && i < n; i++) memcpy(v[i], e->finals[i].v, sizeof v[i]);
+  hsize_t dims[2] = {(hsize_t)n, DLC_FIN_COLS};
+  if (s == DL_OK) s = dlc_h5_write_strs(g, where, "names", n, names);
+  if (s == DL_OK) s = dlc_h5_write_num(g, where, "values", DLC_H5_F64, 2, dims, v);
+  free(names);
+  free(v);
+  return s;
+}
+
+typedef dl_status (*envelope_part)(hid_t g, const char *where, const dlc_envelope *e);
+
+static dl_status write_envelope_part(hid_t parent, const char *where, const char *name,
+                                     envelope_part fn, const dlc_envelope *e) {
+  char here[WHERE_MAX];
+  join(here, where, "/", name);
+  hid_t g;
+  DL_TRY(dlc_h5_group_create(parent, where, name, &g));
+  dl_status s = fn(g, here, e);
+  H5Gclose(g);
+  return s;
+}
+
+static dl_status write_envelope(hid_t file, const char *path, const dlc_envelope *e) {
+  char root[WHERE_MAX], where[WHERE_MAX];
+  join(root, path, ":", "");
+  join(where, path, ":/", "envelope");
+  hid_t g;
+  DL_TRY(dlc_h5_group_create(file, root, "envelope", &g));
+  hsize_t one[1] = {1};
+  dl_status s = dlc_h5_attr_write_i64(g, where, "repeats", e->repeats);
+  if (s == DL_OK) s = dlc_h5_attr_write_str(g, where, "perturbation", e->perturbation);
+  if (s == DL_OK) s = dlc_h5_write_num(g, where, "widen", DLC_H5_F64, 1, one, &e->widen);
+  if (s == DL_OK) s = write_envelope_part(g, where, "series", write_envelope_series, e);
+  if (s == DL_OK) s = write_envelope_part(g, where, "finals", write_envelope_finals, e);
+  H5Gclose(g);
+  return s;
+}
+
 static dl_status write_all(hid_t file, const char *path, const dlc_trace *t,
-                           const dlc_golden_meta *m) {
+                           const dlc_golden_meta *m, const dlc_envelope *e) {
   DL_TRY(write_root(file, path, t, m));
+  if (e) {
+    char where[WHERE_MAX];
+    join(where, path, ":", "");
+    hid_t root = H5Gopen2(file, "/", H5P_DEFAULT);
+    if (root < 0) return dl_fail(DL_ERR_IO, "%s: cannot open the root group", path);
+    dl_status s = dlc_h5_attr_write_str(root, where, "golden_kind", "calibrated");
+    H5Gclose(root);
+    DL_TRY(s);
+  }
   DL_TRY(write_group(file, path, "series", write_series, t, m));
   DL_TRY(write_group(file, path, "digests", write_digests, t, m));
   DL_TRY(write_group(file, path, "stats", write_stats, t, m));
@@ -369,7 +434,7 @@ static dl_status write_all(hid_t file, const char *path, const dlc_trace *t,
   DL_TRY(write_group(file, path, "metrics", write_metrics, t, m));
   DL_TRY(write_group(file, path, "notes", write_notes, t, m));
   if (is_golden(m)) DL_TRY(write_group(file, path, "tolerances", write_tolerances, t, m));
-  return DL_OK;
+  return e ? write_envelope(file, path, e) : DL_OK;
 }
 
 static const char magic[] = "dlcheck trace 1\n";
@@ -416,13 +481,28 @@ static void failpoint(const char *name) {
   if (armed && strcmp(armed, name) == 0) raise(SIGKILL);
 }
 
-dl_status dlc_trace_save(const char *path, const dlc_trace *t, const dlc_golden_meta *meta) {
+static dl_status check_envelope(const char *path, const dlc_envelope *e,
+                                const dlc_golden_meta *meta) {
+  if (!is_golden(meta))
+    return dl_fail(DL_ERR_INVALID, "%s: an envelope is stored in goldens only", path);
+  if (e->repeats < DLC_ENVELOPE_MIN_REPEATS || !(e->widen >= 1.0) ||
+      !terminated(e->perturbation, sizeof e->perturbation))
+    return dl_fail(DL_ERR_INVALID, "%s: the envelope is not built (dlc_envelope_build)", path);
+  for (int i = 0; i < e->nseries; i++)
+    if (!*e->series[i].name || (e->series[i].n && !e->series[i].v))
+      return dl_fail(DL_ERR_INVALID, "%s: envelope series %d is inconsistent", path, i);
+  return DL_OK;
+}
+
+static dl_status save(const char *path, const dlc_trace *t, const dlc_golden_meta *meta,
+                      const dlc_envelope *env) {
   DL_TRY(check_trace(path, t, meta));
+  if (env) DL_TRY(check_envelope(path, env, meta));
   dl_h5_atomic a;
   DL_TRY(dl_h5_atomic_create(&a, path));
   dl_h5_quiet q = dl_h5_quiet_begin();
   dl_status s = recreate_with_userblock(&a, path);
-  if (s == DL_OK) s = write_all(a.file, path, t, meta);
+  if (s == DL_OK) s = write_all(a.file, path, t, meta, env);
   if (s == DL_OK) s = close_and_seal(&a, path);
   dl_h5_quiet_end(q);
   if (s != DL_OK) {
@@ -431,6 +511,16 @@ dl_status dlc_trace_save(const char *path, const dlc_trace *t, const dlc_golden_
   }
   failpoint("before_rename");
   return dl_h5_atomic_commit(&a);
+}
+
+dl_status dlc_trace_save(const char *path, const dlc_trace *t, const dlc_golden_meta *meta) {
+  return save(path, t, meta, NULL);
+}
+
+dl_status dlc_golden_save_calibrated(const char *path, const dlc_trace *t,
+                                     const dlc_golden_meta *meta, const dlc_envelope *env) {
+  if (!env) return dl_fail(DL_ERR_INVALID, "%s: a calibrated golden needs its envelope", path);
+  return save(path, t, meta, env);
 }
 
 /* ---- reading -------------------------------------------------------------------------- */
@@ -671,7 +761,114 @@ static dl_status read_golden_attrs(hid_t root, const char *where, dlc_golden_met
   m->golden = true;
   DL_TRY(dlc_h5_attr_read_str(root, where, "env_fingerprint", m->env_json, sizeof m->env_json));
   DL_TRY(dlc_h5_attr_read_str(root, where, "recorded_at", m->recorded_at, sizeof m->recorded_at));
-  return dlc_h5_attr_read_str(root, where, "dlcheck_version", m->version, sizeof m->version);
+  DL_TRY(dlc_h5_attr_read_str(root, where, "dlcheck_version", m->version, sizeof m->version));
+  /* Optional since 0.3 of the format documentation: absent is "single". */
+  snprintf(m->golden_kind, sizeof m->golden_kind, "single");
+  htri_t has = H5Aexists(root, "golden_kind");
+  if (has < 0) return dl_fail(DL_ERR_FORMAT, "%s attribute golden_kind is unreadable", where);
+  if (has) DL_TRY(dlc_h5_attr_read_str(root, where, "golden_kind", m->golden_kind,
+                                       sizeof m->golden_kind));
+  if (strcmp(m->golden_kind, "single") != 0 && strcmp(m->golden_kind, "calibrated") != 0)
+    return dl_fail(DL_ERR_FORMAT, "%s golden_kind is '%s'; expected 'single' or 'calibrated'%s",
+                   where, m->golden_kind, ": update dlcheck");
+  return DL_OK;
+}
+
+/* ---- the envelope of a calibrated golden ---- */
+
+static dl_status read_envelope_series(hid_t g, const char *where, dlc_envelope *e) {
+  int64_t n;
+  DL_TRY(dlc_h5_group_count(g, where, &n));
+  DL_TRY(count_fits_int(n, where));
+  e->series = calloc((size_t)(n ? n : 1), sizeof *e->series);
+  if (!e->series) return dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
+  for (int64_t i = 0; i < n; i++) {
+    char *link;
+    DL_TRY(dlc_h5_link_name(g, where, i, &link));
+    dlc_envelope_series *es = &e->series[i];
+    hsize_t dims[2];
+    void *v = NULL;
+    dl_status st = decode_name(link, where, es->name);
+    if (st == DL_OK) st = dlc_h5_read_num(g, where, link, DLC_H5_F64, 2, dims, &v);
+    if (st == DL_OK && dims[1] != DLC_ENV_COLS)
+      st = dl_fail(DL_ERR_FORMAT, "%s/%s has %llu columns; expected %d (min, max, mean, std)",
+                   where, link, (unsigned long long)dims[1], DLC_ENV_COLS);
+    free(link);
+    if (st != DL_OK) free(v);
+    DL_TRY(st);
+    es->n = (int64_t)dims[0];
+    es->v = v;
+    e->nseries = (int)i + 1;
+  }
+  return DL_OK;
+}
+
+static dl_status read_envelope_finals(hid_t g, const char *where, dlc_envelope *e) {
+  dlc_h5_strs names;
+  hsize_t dims[2];
+  void *raw = NULL;
+  DL_TRY(dlc_h5_read_strs(g, where, "names", &names));
+  dl_status s = count_fits_int(names.n, where);
+  if (s == DL_OK) s = dlc_h5_read_num(g, where, "values", DLC_H5_F64, 2, dims, &raw);
+  if (s == DL_OK) s = same_count(where, "values", (int64_t)dims[0], "names", names.n);
+  if (s == DL_OK && dims[1] != DLC_FIN_COLS)
+    s = dl_fail(DL_ERR_FORMAT, "%s/values has %llu columns; expected %d (spread, max_rel, "
+                "max_ulp)", where, (unsigned long long)dims[1], DLC_FIN_COLS);
+  if (s == DL_OK && !(e->finals = calloc((size_t)(names.n ? names.n : 1), sizeof *e->finals)))
+    s = dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
+  const double (*v)[DLC_FIN_COLS] = raw;
+  for (int64_t i = 0; s == DL_OK && i < names.n; i++) {
+    s = dlc_h5_strs_get(&names, i, where, "names", e->finals[i].name, DLC_NAME_MAX);
+    memcpy(e->finals[i].v, v[i], sizeof e->finals[i].v);
+    e->nfinals = (int)i + 1;
+  }
+  free(raw);
+  dlc_h5_strs_free(&names);
+  return s;
+}
+
+typedef dl_status (*envelope_reader)(hid_t g, const char *where, dlc_envelope *e);
+
+static dl_status read_envelope_part(hid_t parent, const char *where, const char *name,
+                                    envelope_reader fn, dlc_envelope *e) {
+  char here[WHERE_MAX];
+  join(here, where, "/", name);
+  hid_t g;
+  DL_TRY(dlc_h5_group_open(parent, where, name, &g));
+  dl_status s = fn(g, here, e);
+  H5Gclose(g);
+  return s;
+}
+
+static dl_status read_envelope_settings(hid_t g, const char *where, dlc_envelope *e) {
+  int64_t repeats;
+  hsize_t dims[1];
+  void *widen = NULL;
+  DL_TRY(dlc_h5_attr_read_i64(g, where, "repeats", &repeats));
+  DL_TRY(dlc_h5_attr_read_str(g, where, "perturbation", e->perturbation, sizeof e->perturbation));
+  DL_TRY(dlc_h5_read_num(g, where, "widen", DLC_H5_F64, 1, dims, &widen));
+  e->widen = dims[0] == 1 ? *(double *)widen : NAN;
+  free(widen);
+  if (repeats < DLC_ENVELOPE_MIN_REPEATS || repeats > (1 << 20) || !(e->widen >= 1.0) ||
+      !isfinite(e->widen))
+    return dl_fail(DL_ERR_FORMAT, "%s: repeats %lld or widen %g out of range (repeats >= %d, "
+                   "widen >= 1, one value): the file is damaged", where, (long long)repeats,
+                   e->widen, DLC_ENVELOPE_MIN_REPEATS);
+  e->repeats = (int)repeats;
+  return DL_OK;
+}
+
+static dl_status read_envelope(hid_t file, const char *path, dlc_envelope *e) {
+  char root[WHERE_MAX], where[WHERE_MAX];
+  join(root, path, ":", "");
+  join(where, path, ":/", "envelope");
+  hid_t g;
+  DL_TRY(dlc_h5_group_open(file, root, "envelope", &g));
+  dl_status s = read_envelope_settings(g, where, e);
+  if (s == DL_OK) s = read_envelope_part(g, where, "series", read_envelope_series, e);
+  if (s == DL_OK) s = read_envelope_part(g, where, "finals", read_envelope_finals, e);
+  H5Gclose(g);
+  return s;
 }
 
 /* Optional on a plain trace (the Python recorder writes it; old files
@@ -683,7 +880,8 @@ static dl_status read_trace_env(hid_t root, const char *where, dlc_golden_meta *
   return dlc_h5_attr_read_str(root, where, "env_fingerprint", m->env_json, sizeof m->env_json);
 }
 
-static dl_status read_all(hid_t file, const char *path, dlc_trace *t, dlc_golden_meta *m) {
+static dl_status read_all(hid_t file, const char *path, dlc_trace *t, dlc_golden_meta *m,
+                          dlc_envelope *e) {
   char where[WHERE_MAX];
   join(where, path, ":", "");
   bool golden = false;
@@ -700,6 +898,7 @@ static dl_status read_all(hid_t file, const char *path, dlc_trace *t, dlc_golden
   DL_TRY(read_group(file, path, "metrics", read_metrics, t, m));
   DL_TRY(read_group(file, path, "notes", read_notes, t, m));
   if (golden) DL_TRY(read_group(file, path, "tolerances", read_tolerances, t, m));
+  if (e && golden && strcmp(m->golden_kind, "calibrated") == 0) DL_TRY(read_envelope(file, path, e));
   return DL_OK;
 }
 
@@ -711,7 +910,8 @@ static dl_status open_for_reading(const char *path, hid_t *file) {
   return dl_h5_open_read(path, file);
 }
 
-dl_status dlc_trace_load(const char *path, dlc_trace *out, dlc_golden_meta *meta) {
+static dl_status load(const char *path, dlc_trace *out, dlc_golden_meta *meta,
+                      dlc_envelope *env) {
   dlc_trace_init(out, NULL, NULL);
   out->backend[0] = '\0';
   dlc_golden_meta *m = meta ? meta : malloc(sizeof *m);
@@ -721,14 +921,25 @@ dl_status dlc_trace_load(const char *path, dlc_trace *out, dlc_golden_meta *meta
   dl_status s = open_for_reading(path, &file);
   if (s == DL_OK) {
     dl_h5_quiet q = dl_h5_quiet_begin();
-    s = read_all(file, path, out, m);
+    s = read_all(file, path, out, m, env);
     H5Fclose(file);
     dl_h5_quiet_end(q);
   }
   if (s != DL_OK) {
     dlc_trace_free(out);
     memset(m, 0, sizeof *m);
+    if (env) dlc_envelope_free(env);
   }
   if (m != meta) free(m);
   return s;
+}
+
+dl_status dlc_trace_load(const char *path, dlc_trace *out, dlc_golden_meta *meta) {
+  return load(path, out, meta, NULL);
+}
+
+dl_status dlc_golden_load(const char *path, dlc_trace *out, dlc_golden_meta *meta,
+                          dlc_envelope *env) {
+  if (env) memset(env, 0, sizeof *env);
+  return load(path, out, meta, env);
 }

@@ -9,6 +9,7 @@
 #define DLC_TRACE_IO_H
 
 #include "env.h"
+#include "envelope.h"
 #include "trace.h"
 
 #include <stdbool.h>
@@ -29,6 +30,9 @@ typedef struct dlc_golden_meta {
   char version[32];                 /* dlcheck version that recorded it */
   int ntols;
   dlc_golden_tol tols[DLC_GOLDEN_TOLS_MAX];
+  /* "single" (one run; also what a golden without the root attribute
+   * golden_kind reads as) or "calibrated" (the file holds an envelope). */
+  char golden_kind[16];
 } dlc_golden_meta;
 
 /* A golden's metadata for this machine now: fingerprint, UTC time,
@@ -57,5 +61,16 @@ dl_status dlc_trace_save(const char *path, const dlc_trace *t, const dlc_golden_
  * schema_version or a required part missing: DL_ERR_FORMAT naming the
  * file and the part. On failure out is empty and meta zeroed. */
 dl_status dlc_trace_load(const char *path, dlc_trace *out, dlc_golden_meta *meta);
+
+/* A calibrated golden: dlc_trace_save of t with meta (meta->golden must
+ * be set), plus env in /envelope and the root attribute golden_kind =
+ * "calibrated" (docs/trace-format.md, since 0.3). */
+dl_status dlc_golden_save_calibrated(const char *path, const dlc_trace *t,
+                                     const dlc_golden_meta *meta, const dlc_envelope *env);
+/* dlc_trace_load, and env (emptied first; may be NULL) filled when the file
+ * is a calibrated golden. A calibrated golden whose envelope is missing or
+ * damaged is DL_ERR_FORMAT naming the part. */
+dl_status dlc_golden_load(const char *path, dlc_trace *out, dlc_golden_meta *meta,
+                          dlc_envelope *env);
 
 #endif

@@ -13,6 +13,11 @@ int cmd_list(int argc, char **argv);
 int cmd_env(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
+/* dlcheck record --repeat-from A.h5 B.h5 C.h5 --out GOLDEN.h5 */
+int cmd_record_from(int argc, char **argv);
+/* dlcheck calibrate's table for a calibrated golden; exit code. */
+int cli_print_calibration(const char *path);
 
 /* The repository root: $DLCHECK_ROOT, else the source tree it was built from. */
 const char *cli_root(void);

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "backend_open.h"
+#include "envelope.h"
 #include "execute.h"
 #include "path.h"
 #include "trace.h"
@@ -41,6 +42,12 @@ static const char run_help[] =
     "  --out DIR            write report.json, junit.xml and report.html into DIR, and\n"
     "                       every trace under DIR/traces (for `dlcheck report DIR`)\n"
     "  --golden-dir DIR     goldens under DIR/<scenario>/<backend>.h5 (default ROOT/golden)\n"
+    "  --repeat N           record: a calibrated golden from N >= 3 repeats of the\n"
+    "                       reference run (CPU: the engine's order and N-1 perturbed\n"
+    "                       summation orders; GPU: run-to-run and algorithm choice),\n"
+    "                       then prints `dlcheck calibrate`'s table\n"
+    "  --widen F            record --repeat: the gate's widening of the envelope (4)\n"
+    "  (record --repeat-from A.h5 B.h5 C.h5 --out G.h5: see dlcheck record --repeat-from -h)\n"
     "  -v, --verbose        print every check's evidence, also when it passes\n"
     "  -h, --help           this text\n"
     "\n"
@@ -49,14 +56,15 @@ static const char run_help[] =
 
 typedef struct run_args {
   const char *backend, *comm, *out, *golden_dir;
-  int world;
+  int world, repeat;
+  double widen;
   bool pitfalls, verbose;
   char **dirs;
   int ndirs;
 } run_args;
 
 static int parse_args(int argc, char **argv, run_args *a) {
-  *a = (run_args){.backend = "cpu", .comm = "local"};
+  *a = (run_args){.backend = "cpu", .comm = "local", .widen = DLC_ENVELOPE_WIDEN_DEFAULT};
   a->dirs = argv + 1;
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
@@ -70,7 +78,23 @@ static int parse_args(int argc, char **argv, run_args *a) {
     else if (!strcmp(s, "--comm") && has_value) a->comm = argv[++i];
     else if (!strcmp(s, "--out") && has_value) a->out = argv[++i];
     else if (!strcmp(s, "--golden-dir") && has_value) a->golden_dir = argv[++i];
-    else if (!strcmp(s, "--world") && has_value) {
+    else if (!strcmp(s, "--repeat") && has_value) {
+      char *end;
+      long n = strtol(argv[++i], &end, 10);
+      if (*end || n < DLC_ENVELOPE_MIN_REPEATS || n > 1000) {
+        fprintf(stderr, "dlcheck: --repeat must be an integer in %d..1000, got '%s'\n",
+                DLC_ENVELOPE_MIN_REPEATS, argv[i]);
+        return EXIT_USAGE;
+      }
+      a->repeat = (int)n;
+    } else if (!strcmp(s, "--widen") && has_value) {
+      char *end;
+      a->widen = strtod(argv[++i], &end);
+      if (*end || !(a->widen >= 1.0) || a->widen > 1e6) {
+        fprintf(stderr, "dlcheck: --widen must be a number in 1..1e6, got '%s'\n", argv[i]);
+        return EXIT_USAGE;
+      }
+    } else if (!strcmp(s, "--world") && has_value) {
       char *end;
       long w = strtol(argv[++i], &end, 10);
       if (*end || w < 1 || w > 64) {
@@ -230,16 +254,18 @@ static int expand_dirs(run_args *a, char ***owned, int *nowned) {
   return -1;
 }
 
-static int record_one(dlc_scenario *s, const dlc_exec_options *o) {
+static int record_one(dlc_scenario *s, const dlc_exec_options *o, const run_args *a) {
   char path[1024];
-  dl_status st = dlc_scenario_record(s, o, path, sizeof path);
+  dl_status st = a->repeat ? dlc_scenario_record_repeat(s, o, a->repeat, a->widen, path, sizeof path)
+                           : dlc_scenario_record(s, o, path, sizeof path);
   cli_progress_done();
   if (st) {
     fprintf(stderr, "dlcheck: %s: %s\n", s->dir, dl_last_error());
     return EXIT_USAGE;
   }
-  printf("recorded %s\n", path);
-  return EXIT_PASS;
+  printf("recorded %s%s\n", path, a->repeat ? " (calibrated)" : "");
+  bool rank0 = !o->comm || dl_comm_rank(o->comm) == 0;
+  return a->repeat && rank0 ? cli_print_calibration(path) : EXIT_PASS;
 }
 
 static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
@@ -266,7 +292,7 @@ static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
       break;
     }
     if (record) {
-      int c = record_one(s, o);
+      int c = record_one(s, o, a);
       dlc_scenario_free(s);
       if (c) {
         code = c;

@@ -9,7 +9,8 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  run SCENARIO_DIR...     run scenarios, check invariants, compare with the golden\n"
-    "  record SCENARIO_DIR...  write golden files (atomically)\n"
+    "  record SCENARIO_DIR...  write golden files (atomically); --repeat N: calibrated\n"
+    "  calibrate GOLDEN.h5     tightest rules a calibrated golden's repeats support\n"
     "  compare A.h5 B.h5       compare two traces / goldens (numbers and environment)\n"
     "  report DIR              render the report of a `run --out DIR` again\n"
     "  env [--json] [G.h5]     environment fingerprint (and what differs from a golden)\n"
@@ -30,7 +31,12 @@ int main(int argc, char **argv) {
   }
   const char *cmd = argv[1];
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1, false);
-  if (strcmp(cmd, "record") == 0) return cmd_run(argc - 1, argv + 1, true);
+  if (strcmp(cmd, "record") == 0) {
+    for (int i = 2; i < argc; i++)
+      if (strcmp(argv[i], "--repeat-from") == 0) return cmd_record_from(argc - 1, argv + 1);
+    return cmd_run(argc - 1, argv + 1, true);
+  }
+  if (strcmp(cmd, "calibrate") == 0) return cmd_calibrate(argc - 1, argv + 1);
   if (strcmp(cmd, "list") == 0) return cmd_list(argc - 1, argv + 1);
   if (strcmp(cmd, "env") == 0) return cmd_env(argc - 1, argv + 1);
   if (strcmp(cmd, "compare") == 0) return cmd_compare(argc - 1, argv + 1);

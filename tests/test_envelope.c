@@ -1,0 +1,241 @@
+/* Calibrated goldens (envelope.h, engine/perturb.h): backend_equiv's CPU
+ * run (a CNN, 12 SGD steps with momentum) recorded 5 times - the engine's
+ * order and perturbation seeds 1..4 - makes the envelope; the gate widens
+ * it DLC_ENVELOPE_WIDEN_DEFAULT (4) times. Then:
+ *   - perturbed runs with seeds 5..7 (other summation orders the envelope
+ *     has not seen) must pass: the gate accepts harmless reordering;
+ *   - changes of the size the catalogue cares about must fail: lr changed
+ *     by 1%, the classifier layer's GEMM summed in bfloat16, every GEMM and
+ *     convolution operand rounded to TF32 (tensor cores), one optimizer
+ *     step skipped (step 5).
+ * Each prints its distance from the envelope (in half-widths of the
+ * repeats' band, 4 to pass). Also: the envelope survives the golden file
+ * (save, load, same numbers), a perturbation seed repeats bit for bit, and
+ * an old-style golden reads as "single". */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "envelope.h"
+#include "host_backend.h"
+#include "runner.h"
+#include "scenario.h"
+#include "trace_io.h"
+
+enum { REPEATS = 5, PARAMS = 8 /* conv, bn, conv, linear: weight and bias each */ };
+
+static dlc_scenario *scn;
+static dlc_trace repeats[REPEATS];
+static dlc_envelope env;
+
+static dlc_run_config cpu_run(void) {
+  int i = dlc_scenario_find_run(scn, "cpu");
+  assert_true(i >= 0);
+  return scn->runs[i];
+}
+
+static void run(const dlc_run_config *c, uint64_t seed, const dl_backend *b, dlc_trace *t) {
+  char workdir[] = "/tmp/dlcheck-env-XXXXXX";
+  assert_non_null(mkdtemp(workdir));
+  dlc_run_options o = {.root = DL_SOURCE_DIR, .scenario = scn->name, .workdir = workdir,
+                       .backend_override = b, .perturb_seed = seed};
+  if (dlc_run(c, &o, t) != DL_OK) fail_msg("%s", dl_last_error());
+  rmdir(workdir);
+}
+
+static int setup(void **state) {
+  (void)state;
+  if (dlc_scenario_load(&scn, DL_SOURCE_DIR "/scenarios/backend_equiv") != DL_OK)
+    fail_msg("%s", dl_last_error());
+  dlc_run_config c = cpu_run();
+  for (int i = 0; i < REPEATS; i++) run(&c, (uint64_t)i, NULL, &repeats[i]);
+  if (dlc_envelope_build(repeats, REPEATS, DLC_ENVELOPE_WIDEN_DEFAULT, "test", &env))
+    fail_msg("%s", dl_last_error());
+  const dlc_envelope_series *loss = &env.series[0];
+  printf("envelope of %d repeats: loss width at the last step %.3g (%.3g relative)\n", REPEATS,
+         loss->v[loss->n - 1][DLC_ENV_MAX] - loss->v[loss->n - 1][DLC_ENV_MIN],
+         (loss->v[loss->n - 1][DLC_ENV_MAX] - loss->v[loss->n - 1][DLC_ENV_MIN]) /
+             loss->v[loss->n - 1][DLC_ENV_MEAN]);
+  for (int k = 0; k < env.nfinals; k++)
+    if (strncmp(env.finals[k].name, "param/", 6) == 0)
+      printf("  %-18s spread %.3g, %.0f ulp\n", env.finals[k].name,
+             env.finals[k].v[DLC_FIN_SPREAD], env.finals[k].v[DLC_FIN_MAX_ULP]);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  dlc_envelope_free(&env);
+  for (int i = 0; i < REPEATS; i++) dlc_trace_free(&repeats[i]);
+  dlc_scenario_free(scn);
+  return 0;
+}
+
+static dlc_verdict judge(const char *what, dlc_trace *t) {
+  dlc_verdict v;
+  dlc_verdict_init(&v, "golden", "", "");
+  assert_int_equal(dlc_envelope_check(&env, &repeats[0], t, &v), DL_OK);
+  printf("%-34s %s: distance %.3g (first outside: %s step %lld)\n", what,
+         dlc_verdict_name(v.kind), v.value, v.tensor[0] ? v.tensor : "-", (long long)v.step);
+  dlc_trace_free(t);
+  return v;
+}
+
+/* Other summation orders than the 5 calibrated ones lie inside. */
+static void other_orders_pass(void **state) {
+  (void)state;
+  dlc_run_config c = cpu_run();
+  for (uint64_t seed = 5; seed <= 7; seed++) {
+    dlc_trace t;
+    run(&c, seed, NULL, &t);
+    char what[64];
+    snprintf(what, sizeof what, "perturbation seed %llu", (unsigned long long)seed);
+    dlc_verdict v = judge(what, &t);
+    assert_int_equal(v.kind, DLC_PASS);
+    assert_true(v.value > 0); /* it really differs from the reference */
+  }
+}
+
+/* A seed is an order, not noise: the same seed gives the same bits. */
+static void perturbation_repeats_exactly(void **state) {
+  (void)state;
+  dlc_run_config c = cpu_run();
+  dlc_trace t;
+  run(&c, 3, NULL, &t);
+  const dl_tensor *a = dlc_trace_final(&t, "param/7.weight"), *b = dlc_trace_final(&repeats[3], "param/7.weight");
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_memory_equal(a->data, b->data, dl_tensor_bytes(a));
+  dlc_trace_free(&t);
+}
+
+static void lr_one_percent_fails(void **state) {
+  (void)state;
+  dlc_run_config c = cpu_run();
+  c.optim.lr *= 1.01f;
+  dlc_trace t;
+  run(&c, 0, NULL, &t);
+  assert_int_equal(judge("lr +1%", &t).kind, DLC_FAIL);
+}
+
+/* Injected changes through a backend: the classifier's forward GEMM summed
+ * with a bfloat16 accumulator, or optimizer step 5 skipped. */
+typedef struct inject {
+  bool bf16_classifier, skip_step5;
+  int optim_calls;
+} inject;
+
+static dl_status inj_sgemm(void *impl, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                           float *C, int64_t ldc) {
+  inject *in = impl;
+  if (!(in->bf16_classifier && !ta && tb && N == 10 && K == 256)) {
+    dl_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return DL_OK;
+  }
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      float acc = beta != 0.0f ? C[m * ldc + n] : 0.0f;
+      for (int64_t k = 0; k < K; k++) acc = dl_round_bf16(acc + A[m * lda + k] * B[n * ldb + k]);
+      C[m * ldc + n] = acc;
+    }
+  return DL_OK;
+}
+
+static dl_status inj_optim(void *impl, const dl_optim_coeffs *c, int64_t n, float *w,
+                           const float *g, float *buf0, float *buf1) {
+  inject *in = impl;
+  if (in->skip_step5 && in->optim_calls++ / PARAMS == 5) return DL_OK;
+  for (int64_t i = 0; i < n; i++) dl_optim_elem(c, i, w, g, buf0, buf1);
+  return DL_OK;
+}
+
+static void run_injected(inject *in, const char *what, dl_backend *b) {
+  dlc_run_config c = cpu_run();
+  dlc_trace t;
+  run(&c, 0, b, &t);
+  assert_int_equal(judge(what, &t).kind, DLC_FAIL);
+  (void)in;
+}
+
+static void bf16_layer_fails(void **state) {
+  (void)state;
+  inject in = {.bf16_classifier = true};
+  dl_backend b = {.name = "inject", .impl = &in, .sgemm = inj_sgemm};
+  run_injected(&in, "classifier GEMM in bfloat16", &b);
+}
+
+static void skipped_step_fails(void **state) {
+  (void)state;
+  inject in = {.skip_step5 = true};
+  dl_backend b = {.name = "inject", .impl = &in, .sgemm = inj_sgemm, .optim_step = inj_optim};
+  run_injected(&in, "optimizer step 5 skipped", &b);
+  assert_int_equal(in.optim_calls, 12 * PARAMS); /* every param, every step, went there */
+}
+
+static void tf32_fails(void **state) {
+  (void)state;
+  host_backend hb;
+  dl_backend b = host_backend_table(&hb);
+  hb.tf32 = true;
+  dlc_run_config c = cpu_run();
+  dlc_trace t;
+  run(&c, 0, &b, &t);
+  assert_int_equal(judge("TF32-rounded operands", &t).kind, DLC_FAIL);
+}
+
+/* The golden file keeps the envelope; a golden without golden_kind (every
+ * one recorded before calibration existed) reads as single. */
+static void envelope_survives_the_file(void **state) {
+  (void)state;
+  char dir[] = "/tmp/dlcheck-envio-XXXXXX", path[64];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/g.h5", dir);
+  static dlc_golden_meta meta;
+  assert_int_equal(dlc_golden_meta_init(&meta), DL_OK);
+  assert_int_equal(dlc_golden_save_calibrated(path, &repeats[0], &meta, &env), DL_OK);
+  dlc_trace back;
+  dlc_envelope e2;
+  assert_int_equal(dlc_golden_load(path, &back, &meta, &e2), DL_OK);
+  assert_string_equal(meta.golden_kind, "calibrated");
+  assert_int_equal(e2.repeats, REPEATS);
+  assert_true(e2.widen == env.widen);
+  assert_int_equal(e2.nseries, env.nseries);
+  assert_int_equal(e2.nfinals, env.nfinals);
+  for (int k = 0; k < env.nseries; k++)
+    assert_memory_equal(e2.series[k].v, env.series[k].v, (size_t)env.series[k].n * sizeof *env.series[k].v);
+  for (int k = 0; k < env.nfinals; k++)
+    assert_memory_equal(e2.finals[k].v, env.finals[k].v, sizeof env.finals[k].v);
+  dlc_envelope_free(&e2);
+  dlc_trace_free(&back);
+  assert_int_equal(dlc_golden_load(DL_SOURCE_DIR "/golden/grad_accum/cpu.h5", &back, &meta, &e2),
+                   DL_OK);
+  assert_string_equal(meta.golden_kind, "single");
+  assert_int_equal(e2.repeats, 0);
+  dlc_trace_free(&back);
+  /* Too few repeats, or a widening below 1, are refused with a message. */
+  assert_int_equal(dlc_envelope_build(repeats, 2, 4.0, "", &e2), DL_ERR_INVALID);
+  assert_int_equal(dlc_envelope_build(repeats, 3, 0.5, "", &e2), DL_ERR_INVALID);
+  unlink(path);
+  rmdir(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(other_orders_pass),
+      cmocka_unit_test(perturbation_repeats_exactly),
+      cmocka_unit_test(lr_one_percent_fails),
+      cmocka_unit_test(bf16_layer_fails),
+      cmocka_unit_test(tf32_fails),
+      cmocka_unit_test(skipped_step_fails),
+      cmocka_unit_test(envelope_survives_the_file),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
