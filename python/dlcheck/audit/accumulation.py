@@ -65,7 +65,8 @@ def run(ctx: Context) -> Family:
     fam.checks.append(Check(
         "accumulation_matches_big_batch", "equivalence", "big_batch", "accumulated",
         quantities=("params",), tolerance="close(1e-4, 1e-6)",
-        about=(f"{k} micro-batches train the same weights as one batch of {s.batch_size}" +
+        explained_by=("G2", "G3"),
+              about=(f"{k} micro-batches train the same weights as one batch of {s.batch_size}" +
                (" (the model has BatchNorm: micro-batch statistics differ, G5, reported as "
                 "expected)" if batchnorm else ""))))
     if batchnorm:

@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 import torch
 
 from .. import envinfo
-from . import accumulation, determinism, harness, inference, nonfinite, parameters, summary
+from . import accumulation, checkpoint, determinism, harness, inference, nonfinite, parameters, summary
 from .adapter import AdapterError, load_adapter
 from .context import Context
 from .scenario import Family, NotTested
@@ -31,6 +31,8 @@ FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
     "inference": (inference.run, ("evaluate",), ("M1", "M2", "M3", "M4")),
     "nonfinite": (nonfinite.run, (), ("N1",)),
     "determinism": (determinism.run, (), ("N2", "N3", "D8")),
+    "checkpoint": (checkpoint.run, ("save_checkpoint", "load_checkpoint"),
+                   ("C1", "C2", "C3", "C4", "C5", "C6")),
 }
 #: a file in an output folder that marks it as an audit's, safe to replace
 MARK = "summary.txt"

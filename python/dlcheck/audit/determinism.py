@@ -32,9 +32,10 @@ def run(ctx: Context) -> Family:
         Check("same_run_twice", "equivalence", "first", "again", catalogue=("N2",),
               about="the same run twice is bitwise identical", **bitwise),
         Check("thread_count_free", "equivalence", "first", "two_threads", catalogue=("N3",),
-              quantities=("loss", "params"), tolerance=THREADS_TOLERANCE,
-              about="1 and 2 intra-op threads agree (within float32 summation order: "
-                    "PyTorch's CPU reductions split work by thread)"),
+              quantities=("loss",), tolerance=THREADS_TOLERANCE,
+              about="1 and 2 intra-op threads give the same losses (within float32 summation "
+                    "order: PyTorch's CPU reductions split work by thread, and a parameter "
+                    "whose true gradient is 0, a bias before BatchNorm, moves on that noise)"),
     ]
     if ad.accepts("batches", "workers"):
         record("two_workers", workers=2)

@@ -53,7 +53,8 @@ def run(ctx: Context) -> Family:
     if not declared:
         fam.checks.append(Check(
             "every_parameter_trains", "frozen", "trained", threshold=0.01,
-            about="every parameter tensor moved during training, none far less than the others"))
+            explained_by=("F1", "F2", "F3"),
+              about="every parameter tensor moved during training, none far less than the others"))
     fam.checks += [
         Check("no_parameter_frozen_by_mistake", "metric_max", "trained",
               quantities=("params_frozen_by_mistake", "params_frozen_by_mistake"), threshold=0,

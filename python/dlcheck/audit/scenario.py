@@ -16,6 +16,7 @@ class Check:
 
     catalogue   the catalogue IDs a FAIL of this check is evidence of
     about       one sentence for the team: what the check asks of its code
+    explained_by  for a check without IDs: the findings that account for its failure
     """
     name: str
     kind: str
@@ -27,6 +28,7 @@ class Check:
     catalogue: tuple = ()
     about: str = ""
     expect_divergence: bool = False
+    explained_by: tuple = ()   # IDs whose finding explains a FAIL of this (ID-less) check
 
     def yaml(self, with_catalogue: bool) -> str:
         items = [f"name: {self.name}", f"kind: {self.kind}", f"a: {self.a}"]

@@ -18,6 +18,7 @@ class Outcome:
     catalogue: tuple
     evidence: str
     about: str = ""
+    explained_by: tuple = ()
 
 
 @dataclass
@@ -52,7 +53,7 @@ def outcomes(families: list, report: dict[str, Any]) -> list:
                 continue
             ids = tuple(v.get("catalogue") or c.catalogue)
             result.append(Outcome(fam.name, c.name, v.get("verdict", "error"), ids,
-                                  v.get("evidence", ""), c.about))
+                                  v.get("evidence", ""), c.about, c.explained_by))
         for n in fam.not_tested:
             result.append(Outcome(fam.name, n.what, "not tested", n.catalogue, n.why))
     return result
@@ -96,12 +97,17 @@ def render(result: AuditResult, catalogue: dict) -> str:
         for o in result.findings[i]:
             out.append(f"  check     {o.family}/{o.name}")
             out.append("  evidence  " + _wrap(o.evidence, "            "))
+        for o in failed:
+            if not o.catalogue and i in o.explained_by:
+                out.append(f"  also      {o.family}/{o.name} failed: " +
+                           _wrap(o.evidence, "            "))
         if entry.get("fix"):
             out.append(f"  fix       {entry['fix']}")
         out.append("")
-    unexplained = [o for o in failed if not o.catalogue]
+    unexplained = [o for o in failed if not o.catalogue and
+                   not set(o.explained_by) & set(result.findings)]
     for o in unexplained:
-        out.append(f"FAILED {o.family}/{o.name} ({o.about})")
+        out.append(f"FAILED {o.family}/{o.name} ({o.about}); no catalogue ID diagnosed")
         out.append("  evidence  " + _wrap(o.evidence, "            "))
         out.append("")
     out.append("checks:")

@@ -1,0 +1,207 @@
+"""Checkpoint: a straight run against one saved at step k with the team's
+save_checkpoint, rebuilt from the factories, loaded with its
+load_checkpoint and continued, compared bitwise (C1, C2, C3), and the
+saved state dict's keys held against a fresh model's (C4, C5, C6).
+
+The resumed run skips the batches the straight run already used before
+it loads (the data position is the audit's to restore; the random state
+is the checkpoint's). What the load brought back is compared with the
+straight run's state at step k: optimizer state (C1), GradScaler state
+(C2), the global RNG state (C3)."""
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from typing import Any, Optional
+
+import torch
+
+from .adapter import AdapterError
+from .context import Context
+from .loop import unwrap
+from .scenario import Check, Family, NotTested
+
+DESCRIPTION = ("The team's checkpoint: saved at step k, rebuilt from the factories, loaded and "
+               "continued, bitwise the same as the straight run; its keys match a fresh model.")
+
+
+def _differences(a: Any, b: Any, path: str, out: list) -> None:
+    """Paths where b (after the load) differs from a (at the save)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        same = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and \
+            a.shape == b.shape and torch.equal(a.detach().cpu(), b.detach().cpu())
+        if not same:
+            out.append(path)
+    elif isinstance(a, Mapping) and isinstance(b, Mapping):
+        for k in a.keys() | b.keys():
+            if k not in a or k not in b:
+                out.append(f"{path}{k} ({'missing' if k not in b else 'unexpected'})")
+            else:
+                _differences(a[k], b[k], f"{path}{k}.", out)
+    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _differences(x, y, f"{path}{i}.", out)
+    elif a != b:
+        out.append(path.rstrip("."))
+
+
+def _state_dicts(obj: Any, depth: int = 0) -> list[Mapping]:
+    """Every mapping of str to tensors in a loaded checkpoint (two levels deep)."""
+    found = []
+    if isinstance(obj, Mapping):
+        if obj and all(isinstance(k, str) for k in obj) and \
+                all(isinstance(v, torch.Tensor) for v in obj.values()):
+            found.append(obj)
+        elif depth < 2:
+            for v in obj.values():
+                found += _state_dicts(v, depth + 1)
+    return found
+
+
+def key_diagnosis(path: str, fresh: Mapping) -> Optional[dict[str, Any]]:
+    """The saved model state dict's keys against a fresh model's: module.
+    prefixes (C4), missing keys (C5), shape mismatches (C6); None when the
+    file holds no state dict torch.load can read."""
+    try:
+        saved = torch.load(path, map_location="cpu")
+    except Exception:  # the team's own format: not diagnosed
+        return None
+
+    def strip(k: str) -> str:
+        return k[len("module."):] if k.startswith("module.") else k
+
+    candidates = _state_dicts(saved)
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda d: len({strip(k) for k in d} & set(fresh)))
+    prefixed = [k for k in best if k.startswith("module.") and strip(k) in fresh]
+    keys = {strip(k): v for k, v in best.items()}
+    missing = [k for k in fresh if k not in keys]
+    unexpected = [k for k in keys if k not in fresh]
+    shapes = [f"{k} saved {list(keys[k].shape)}, model {list(fresh[k].shape)}"
+              for k in fresh if k in keys and keys[k].shape != fresh[k].shape]
+    return {"prefixed": prefixed, "missing": missing, "unexpected": unexpected, "shapes": shapes}
+
+
+def _some(names: list, n: int = 4) -> str:
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def run(ctx: Context) -> Family:
+    fam = Family("checkpoint", DESCRIPTION)
+    s, ad = ctx.settings, ctx.adapter
+    k = max(1, s.steps // 2)
+    path = os.path.join(ctx.work, "checkpoint.pt")
+    fresh = unwrap(ad.model(s.seed)).state_dict()  # the keys a plain fresh model has
+
+    straight = ctx.run()
+    if not straight.train(k):
+        return fam
+    at_save = {"optimizer": copy.deepcopy(straight.optimizer.state_dict()),
+               "rng": torch.get_rng_state(),
+               "scaler": copy.deepcopy(straight.scaler.state_dict()) if straight.scaler else None,
+               "model": {n: t.detach().clone() for n, t in straight.inner.state_dict().items()}}
+    ad.checkpoint_call("save_checkpoint", path, straight.model, straight.optimizer,
+                       straight.scaler)
+    if not os.path.exists(path):
+        raise AdapterError("save_checkpoint", f"wrote nothing at the path it was given ({path})")
+    straight.record(ctx.trace_path(fam.scenario, "straight"), "straight", fam.scenario)
+    straight.train(s.steps - k)
+    fam.runs["straight"] = straight.save()
+    straight.close()
+
+    resumed = ctx.run()
+    for _ in range(k):  # the data position, before the load restores any random state
+        resumed.next_micro_batches()
+    ad.checkpoint_call("load_checkpoint", path, resumed.model, resumed.optimizer, resumed.scaler)
+    lost_opt: list = []
+    _differences(at_save["optimizer"], resumed.optimizer.state_dict(), "", lost_opt)
+    rng_lost = not torch.equal(at_save["rng"], torch.get_rng_state())
+    model_lost: list = []
+    _differences(at_save["model"], resumed.inner.state_dict(), "", model_lost)
+    resumed.record(ctx.trace_path(fam.scenario, "resumed"), "resumed", fam.scenario)
+    rec = resumed.rec
+    rec.metric("optimizer_state_lost", len(lost_opt))
+    rec.note("optimizer_state_lost", (
+        f"After load_checkpoint the optimizer state differs from the saved run's at step {k} "
+        f"in {len(lost_opt)} entries: {_some(lost_opt)}." if lost_opt else
+        f"After load_checkpoint the optimizer state equals the saved run's at step {k}."))
+    rec.metric("rng_state_lost", int(rng_lost))
+    rec.note("rng_state_lost", (
+        f"After load_checkpoint torch's global RNG state is not the saved run's at step {k}: "
+        f"dropout and other random draws continue differently." if rng_lost else
+        "After load_checkpoint torch's global RNG state is the saved run's."))
+    rec.note("model_state_after_load", (
+        f"Not restored by the load: {_some(model_lost)}." if model_lost else
+        "Every parameter and buffer was restored by the load."))
+    if resumed.scaler is not None:
+        lost_scaler: list = []
+        _differences(at_save["scaler"], resumed.scaler.state_dict(), "", lost_scaler)
+        rec.metric("scaler_state_lost", len(lost_scaler))
+        rec.note("scaler_state_lost", (
+            f"After load_checkpoint the GradScaler state differs: {_some(lost_scaler)}."
+            if lost_scaler else "After load_checkpoint the GradScaler state is the saved one."))
+    diag = key_diagnosis(path, fresh)
+    if diag is not None:
+        rec.metric("checkpoint_module_prefix", len(diag["prefixed"]))
+        rec.note("checkpoint_module_prefix", (
+            f"{len(diag['prefixed'])} saved keys carry DDP's 'module.' prefix "
+            f"({_some(diag['prefixed'], 2)}): a plain model.load_state_dict fails with "
+            f"unexpected keys." if diag["prefixed"] else "No saved key carries 'module.'."))
+        rec.metric("checkpoint_missing_keys", len(diag["missing"]))
+        rec.note("checkpoint_missing_keys", (
+            f"The saved state dict lacks {len(diag['missing'])} of the model's keys "
+            f"({_some(diag['missing'])}), yet load_checkpoint raised nothing: those tensors "
+            f"silently keep their fresh values." if diag["missing"] else
+            "The saved state dict has every key of the model."))
+        rec.metric("checkpoint_shape_mismatches", len(diag["shapes"]))
+        rec.note("checkpoint_shape_mismatches", (
+            f"Shape mismatches: {_some(diag['shapes'], 3)}." if diag["shapes"] else
+            "Every saved shape matches the model's."))
+    ok = resumed.train(s.steps - k)
+    fam.runs["resumed"] = resumed.save()
+    resumed.close()
+    if not ok:
+        return fam
+
+    fam.checks += [
+        Check("resume_matches_straight_run", "equivalence", "straight", "resumed",
+              quantities=("loss", "params", "buffers"), tolerance="bitwise",
+              explained_by=("C1", "C2", "C3", "C5", "C6"),
+              about=f"saved after step {k}, rebuilt, loaded and continued: bitwise the "
+                    f"straight run"),
+        Check("optimizer_state_restored", "metric_max", "resumed",
+              quantities=("optimizer_state_lost", "optimizer_state_lost"), threshold=0,
+              catalogue=("C1",), about="the checkpoint brings the optimizer state back"),
+        Check("rng_state_restored", "metric_max", "resumed",
+              quantities=("rng_state_lost", "rng_state_lost"), threshold=0, catalogue=("C3",),
+              about="the checkpoint brings the random state back"),
+    ]
+    if resumed.scaler is not None:
+        fam.checks.append(Check(
+            "scaler_state_restored", "metric_max", "resumed",
+            quantities=("scaler_state_lost", "scaler_state_lost"), threshold=0,
+            catalogue=("C2",), about="the checkpoint brings the GradScaler state back"))
+    else:
+        fam.not_tested.append(NotTested("scaler_state_restored", ("C2",),
+                                        "the adapter has no make_scaler"))
+    if diag is not None:
+        fam.checks += [
+            Check("checkpoint_keys_unprefixed", "metric_max", "resumed",
+                  quantities=("checkpoint_module_prefix", "checkpoint_module_prefix"),
+                  threshold=0, catalogue=("C4",),
+                  about="saved keys load into a plain model (no module. prefix)"),
+            Check("checkpoint_has_every_key", "metric_max", "resumed",
+                  quantities=("checkpoint_missing_keys", "checkpoint_missing_keys"),
+                  threshold=0, catalogue=("C5",),
+                  about="the saved state dict holds every key of the model"),
+            Check("checkpoint_shapes_match", "metric_max", "resumed",
+                  quantities=("checkpoint_shape_mismatches", "checkpoint_shape_mismatches"),
+                  threshold=0, catalogue=("C6",), about="every saved shape is the model's"),
+        ]
+    else:
+        fam.not_tested.append(NotTested(
+            "key diagnosis", ("C4", "C5", "C6"),
+            "torch.load found no state dict (a mapping of names to tensors) in the checkpoint"))
+    return fam
