@@ -5,6 +5,7 @@
  * name and ratio is written b first, a second, so that `dlcheck compare
  * A B` (B the reference) reads "A vs B" throughout. */
 #include "checks_impl.h"
+#include "locate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -80,38 +81,27 @@ static void compare_finals(const dlc_check_spec *spec, const dlc_trace *a, const
 
 /* The first step and tensor whose bits differ, from the per-step digests. */
 static void first_digest_difference(const dlc_trace *a, const dlc_trace *b, dlc_verdict *v) {
-  int64_t steps = a->digest_steps < b->digest_steps ? a->digest_steps : b->digest_steps;
-  if (a->ndigest != b->ndigest) return;
-  for (int64_t s = 0; s < steps; s++)
-    for (int j = 0; j < a->ndigest; j++)
-      if (a->digests[s * a->ndigest + j] != b->digests[s * b->ndigest + j]) {
-        dlc_evidence(v, "Bits first differ after step %lld in %s. ", (long long)s,
-                     a->digest_names[j]);
-        if (v->step < 0 || s < v->step) v->step = s;
-        if (!v->tensor[0]) snprintf(v->tensor, sizeof v->tensor, "%s", a->digest_names[j]);
-        return;
-      }
+  int j = 0;
+  int64_t s = dlc_first_digest_step(a, b, &j);
+  if (s < 0) return;
+  dlc_evidence(v, "Bits first differ after step %lld in %s. ", (long long)s, a->digest_names[j]);
+  if (v->step < 0 || s < v->step) v->step = s;
+  if (!v->tensor[0]) snprintf(v->tensor, sizeof v->tensor, "%s", a->digest_names[j]);
 }
 
-/* The first layer (forward order) whose output statistics differ, at the
- * first step both runs have statistics for. */
+/* The first layer whose output statistics differ: at the step the digests
+ * first part where both runs recorded it (locate.h), else at the first
+ * step both have statistics for. */
 static void first_layer_difference(const dlc_check_spec *spec, const dlc_trace *a,
                                    const dlc_trace *b, dlc_verdict *v) {
-  for (int i = 0; i < a->nstats; i++)
-    for (int j = 0; j < b->nstats; j++) {
-      const dlc_layer_stats *sa = &a->stats[i], *sb = &b->stats[j];
-      if (sa->step != sb->step || sa->nlayers != sb->nlayers) continue;
-      for (int l = 0; l < sa->nlayers; l++) {
-        dlc_diff d = dlc_compare_f64(sb->stat[l], sa->stat[l], DLC_STAT_COUNT, &spec->tol);
-        if (d.ok) continue;
-        snprintf(v->layer, sizeof v->layer, "%s", sa->layer[l]);
-        dlc_evidence(v, "First diverging layer at step %lld: %s (%s %.6g vs %.6g). ",
-                     (long long)sa->step, sa->layer[l], dlc_stat_names[d.first_bad],
-                     d.a_at_first, d.b_at_first);
+  int64_t step = dlc_first_digest_step(a, b, NULL);
+  if (step >= 0 && dlc_first_divergent_layer(&spec->tol, a, b, step, v)) return;
+  for (int i = 0; step < 0 && i < a->nstats; i++)
+    for (int j = 0; j < b->nstats; j++)
+      if (a->stats[i].step == b->stats[j].step) {
+        dlc_first_divergent_layer(&spec->tol, a, b, a->stats[i].step, v);
         return;
       }
-      return;
-    }
 }
 
 static void gradient_ratio(const dlc_trace *a, const dlc_trace *b, dlc_verdict *v) {

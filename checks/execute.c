@@ -6,6 +6,7 @@
 #include "backend_open.h"
 #include "catalogue.h"
 #include "env.h"
+#include "locate.h"
 #include "path.h"
 #include "runner.h"
 #include "trace_io.h"
@@ -357,6 +358,27 @@ static dl_status result_alloc(const dlc_scenario *s, const char *backend,
   return DL_OK;
 }
 
+/* A failed equivalence check between two engine runs whose statistics do
+ * not name a layer: both are trained again up to the first differing step
+ * with statistics there (locate.h). Only on failure: passing runs cost
+ * nothing. */
+static dl_status locate_failures(const dlc_scenario *s, const dlc_exec_options *o,
+                                 const dlc_trace *traces, dlc_verdict *verdicts) {
+  dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
+                        .comm = o->comm, .device = exec_device(o)};
+  for (int i = 0; i < s->nchecks; i++) {
+    const dlc_check_spec *c = &s->checks[i];
+    int a = dlc_scenario_find_run(s, c->a), b = dlc_scenario_find_run(s, c->b);
+    if (verdicts[i].kind != DLC_FAIL || verdicts[i].layer[0] || strcmp(c->kind, "equivalence") ||
+        a < 0 || b < 0 || s->runs[a].trace[0] || s->runs[b].trace[0])
+      continue;
+    int64_t step = dlc_first_digest_step(&traces[a], &traces[b], NULL);
+    if (step >= 0)
+      DL_TRY(dlc_locate_layer(&c->tol, &s->runs[a], &ro, &s->runs[b], &ro, step, &verdicts[i]));
+  }
+  return DL_OK;
+}
+
 /* Checks on the pipeline's traces, the golden, then each variant. */
 static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
                         dlc_scenario_result *r) {
@@ -364,6 +386,7 @@ static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
   DL_TRY(src->get(src, -1, r->traces));
   src->pipeline = r->traces;
   DL_TRY(dlc_evaluate_checks(s, r->traces, r->ntraces, "", "", r->checks));
+  if (src->get == train_traces) DL_TRY(locate_failures(s, src->o, r->traces, r->checks));
   DL_TRY(compare_golden(s, golden, r));
   for (int i = 0; pitfalls && i < s->nvariants; i++) {
     DL_TRY(assess_variant(src, i, &r->pitfalls[i]));

@@ -25,11 +25,12 @@
 
 #include "envelope.h"
 #include "host_backend.h"
+#include "inject_backend.h"
 #include "runner.h"
 #include "scenario.h"
 #include "trace_io.h"
 
-enum { REPEATS = 5, PARAMS = 8 /* conv, bn, conv, linear: weight and bias each */ };
+enum { REPEATS = 5 };
 
 static dlc_scenario *scn;
 static dlc_trace repeats[REPEATS];
@@ -125,59 +126,27 @@ static void lr_one_percent_fails(void **state) {
   assert_int_equal(judge("lr +1%", &t).kind, DLC_FAIL);
 }
 
-/* Injected changes through a backend: the classifier's forward GEMM summed
- * with a bfloat16 accumulator, or optimizer step 5 skipped. */
-typedef struct inject {
-  bool bf16_classifier, skip_step5;
-  int optim_calls;
-} inject;
-
-static dl_status inj_sgemm(void *impl, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                           const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                           float *C, int64_t ldc) {
-  inject *in = impl;
-  if (!(in->bf16_classifier && !ta && tb && N == 10 && K == 256)) {
-    dl_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    return DL_OK;
-  }
-  for (int64_t m = 0; m < M; m++)
-    for (int64_t n = 0; n < N; n++) {
-      float acc = beta != 0.0f ? C[m * ldc + n] : 0.0f;
-      for (int64_t k = 0; k < K; k++) acc = dl_round_bf16(acc + A[m * lda + k] * B[n * ldb + k]);
-      C[m * ldc + n] = acc;
-    }
-  return DL_OK;
-}
-
-static dl_status inj_optim(void *impl, const dl_optim_coeffs *c, int64_t n, float *w,
-                           const float *g, float *buf0, float *buf1) {
-  inject *in = impl;
-  if (in->skip_step5 && in->optim_calls++ / PARAMS == 5) return DL_OK;
-  for (int64_t i = 0; i < n; i++) dl_optim_elem(c, i, w, g, buf0, buf1);
-  return DL_OK;
-}
-
-static void run_injected(inject *in, const char *what, dl_backend *b) {
+/* Injected changes through a backend (inject_backend.h). */
+static void run_injected(const char *what, dl_backend *b) {
   dlc_run_config c = cpu_run();
   dlc_trace t;
   run(&c, 0, b, &t);
   assert_int_equal(judge(what, &t).kind, DLC_FAIL);
-  (void)in;
 }
 
 static void bf16_layer_fails(void **state) {
   (void)state;
   inject in = {.bf16_classifier = true};
-  dl_backend b = {.name = "inject", .impl = &in, .sgemm = inj_sgemm};
-  run_injected(&in, "classifier GEMM in bfloat16", &b);
+  dl_backend b = inject_table(&in);
+  run_injected("classifier GEMM in bfloat16", &b);
 }
 
 static void skipped_step_fails(void **state) {
   (void)state;
   inject in = {.skip_step5 = true};
-  dl_backend b = {.name = "inject", .impl = &in, .sgemm = inj_sgemm, .optim_step = inj_optim};
-  run_injected(&in, "optimizer step 5 skipped", &b);
-  assert_int_equal(in.optim_calls, 12 * PARAMS); /* every param, every step, went there */
+  dl_backend b = inject_table(&in);
+  run_injected("optimizer step 5 skipped", &b);
+  assert_int_equal(in.optim_calls, 12 * INJECT_PARAMS); /* every param, every step, went there */
 }
 
 static void tf32_fails(void **state) {
