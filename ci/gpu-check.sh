@@ -9,8 +9,8 @@
 # ./gpu-check-out: one NAME.log per step, summary.txt, table.txt (per
 # scenario: verdict on the GPU, CPU-vs-GPU max relative difference, GPU
 # run-to-run bitwise, time), and golden/<scenario>/cuda.h5: the CUDA
-# goldens recorded here, to be committed under golden/ (the device machine
-# cannot push).
+# goldens recorded here, calibrated from 5 repeats (record --repeat 5), to
+# be committed under golden/ (the device machine cannot push).
 # Build folder: build/gpu (Release). Each step has a time limit; the whole
 # script stays under 8 minutes. Exits 1 if any step fails, and also if
 # test_cuda skips a test although nvidia-smi lists a GPU (a silent skip is
@@ -97,7 +97,12 @@ cat "$out/dlcheck-env.log"
 # repeat itself bit for bit, and once on the CPU for the comparison.
 dlcheck=$build/cli/dlcheck
 golden=$out/golden
-step record-cuda 240 "$dlcheck" record --backend cuda --golden-dir "$golden" scenarios
+# Calibrated: 5 repeats each (run-to-run, deterministic and fastest cuDNN
+# algorithms alternating), so the first GPU run records envelopes, not
+# single traces, and later CUDA/cuDNN upgrades are gated by them
+# (docs/calibrated-goldens.md); calibration.log holds each golden's
+# tightest rules.
+step record-cuda 300 "$dlcheck" record --repeat 5 --backend cuda --golden-dir "$golden" scenarios
 step run-cuda 300 "$dlcheck" run --backend cuda --pitfalls --golden-dir "$golden" \
   --out "$out/cuda-run" scenarios
 step run-cuda-again 240 "$dlcheck" run --backend cuda --golden-dir "$golden" \

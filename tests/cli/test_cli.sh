@@ -263,5 +263,25 @@ after=$(md5sum <"$GOLDEN/small/cpu.h5")
 [ "$killed" -eq 137 ] && ok "record killed (SIGKILL) before rename" || bad "record killed (exit $killed)" "$WORK/out"
 [ "$before" = "$after" ] && ok "previous golden intact after a killed record" || bad "previous golden intact"
 
+# Calibrated goldens (docs/calibrated-goldens.md): 5 repeats of the
+# reference, the CPU ones with perturbed summation orders; the run is gated
+# by their envelope; calibrate prints the rules the repeats support.
+expect 2 "record --repeat below 3" "$DLCHECK" record --repeat 2 --golden-dir "$WORK/cal" "$WORK/small"
+expect 0 "record --repeat 5" "$DLCHECK" record --repeat 5 --golden-dir "$WORK/cal" "$WORK/small"
+contains "says it is calibrated" "(calibrated)"
+contains "prints the margin of the current rule" "margin of the current rule"
+expect 0 "a run within the envelope passes" "$DLCHECK" run -v --golden-dir "$WORK/cal" "$WORK/small"
+contains "gated by the envelope" "the envelope of 5 repeats"
+expect 0 "calibrate a calibrated golden" "$DLCHECK" calibrate "$WORK/cal/small/cpu.h5"
+contains "lists the loss" "loss "
+expect 2 "calibrate a single golden" "$DLCHECK" calibrate "$GOLDEN/small/cpu.h5"
+contains "says how to calibrate" "record --repeat N"
+expect 2 "repeat-from needs 3 traces" "$DLCHECK" record --repeat-from "$GOLDEN/small/cpu.h5" \
+  "$GOLDEN/small/cpu.h5" --out "$WORK/from.h5"
+[ ! -f "$WORK/from.h5" ] && ok "nothing written" || bad "nothing written"
+expect 0 "record --repeat-from traces" "$DLCHECK" record --repeat-from "$GOLDEN/small/cpu.h5" \
+  "$WORK/cal/small/cpu.h5" "$GOLDEN/small/cpu.h5" --out "$WORK/from.h5"
+contains "calibrated from traces" "calibrated from 3 traces"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
