@@ -105,6 +105,11 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches
     return accumulate(model, optimizer, micro_batches)
 
 
+def wrap_ddp(model: nn.Module) -> nn.Module:
+    """The adapter's data-parallel wrapper (gloo on the CPU: no device ids)."""
+    return nn.parallel.DistributedDataParallel(model)
+
+
 def evaluate(model: nn.Module) -> dict:
     """Accuracy and loss on the test split, in eval mode and without
     gradients; with a process group each rank takes its shard and the

@@ -42,7 +42,7 @@ NO_PAIR = {
     "E1": "driver/runtime versions exist only with a GPU",
     "E2": "built GPU architectures exist only with a GPU",
     "E3": "CUDA library versions exist only with a GPU",
-    **{i: "pair not written yet" for i in ("A2", "D1", "D2", "D3", "D5")},
+    **{i: "pair not written yet" for i in ("A2",)},
 }
 
 

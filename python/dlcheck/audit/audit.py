@@ -18,7 +18,7 @@ from typing import Callable, Iterator, Optional, Sequence, Union
 import torch
 
 from .. import envinfo
-from . import accumulation, checkpoint, determinism, harness, inference, nonfinite, parameters, summary
+from . import accumulation, checkpoint, ddp, determinism, harness, inference, nonfinite, parameters, summary
 from .adapter import AdapterError, load_adapter
 from .context import Context
 from .scenario import Family, NotTested
@@ -33,6 +33,7 @@ FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
     "determinism": (determinism.run, (), ("N2", "N3", "D8")),
     "checkpoint": (checkpoint.run, ("save_checkpoint", "load_checkpoint"),
                    ("C1", "C2", "C3", "C4", "C5", "C6")),
+    "ddp": (ddp.run, ("wrap_ddp",), ("D1", "D2", "D3", "D4", "D5", "D6")),
 }
 #: a file in an output folder that marks it as an audit's, safe to replace
 MARK = "summary.txt"

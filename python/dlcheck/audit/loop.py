@@ -127,10 +127,12 @@ class Run:
 
     # ---- recording --------------------------------------------------------------------------
 
-    def record(self, path: str, run: str, scenario: str, *, stats_every: int = 0) -> None:
+    def record(self, path: str, run: str, scenario: str, *, stats_every: int = 0,
+               check_ranks: bool = False) -> None:
         self.path = path
         self.rec = Recorder(self.model, self.optimizer, self.scaler, run=run, scenario=scenario,
-                            seed=self.seed, stats_every=stats_every, path=path)
+                            seed=self.seed, stats_every=stats_every, path=path,
+                            check_ranks=check_ranks)
 
     def save(self) -> Optional[str]:
         """Writes the trace (None when no step could be recorded)."""

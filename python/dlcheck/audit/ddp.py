@@ -1,0 +1,251 @@
+"""Data parallel: the team's code in 2 gloo processes on the CPU against
+one process with the same global batch (D1, D2, D3, D4, D5).
+
+  the data     each rank's batch stream from batches(seed, batch/2, rank=r,
+               world_size=2), read without training: samples both ranks
+               see in an epoch (D1), an epoch order that repeats (D2)
+  two_ranks    2 processes (torch.multiprocessing spawn, gloo on 127.0.0.1),
+               the model through wrap_ddp, half the batch each; rank 0
+               records, the ranks' parameters and buffers are compared (D4)
+  one_process  one process (a 1-rank gloo group) with the whole batch
+Gradients the optimizer gets at step 0 on rank 0 against one process's:
+W times them is a sum instead of a mean (D3). evaluate() on the initial
+model: rank 0's result against one process's (D5)."""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import socket
+import time
+import traceback
+from typing import Any, Iterator
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from .adapter import AdapterError, load_adapter, sample_keys
+from .context import Context
+from .loop import Run, grad_distance, threads
+from .scenario import Check, Family, NotTested
+
+DESCRIPTION = ("The team's data parallelism: 2 gloo ranks against one process with the same "
+               "global batch; each rank its own shard, reshuffled every epoch, gradients "
+               "averaged, metrics over all ranks.")
+WORLD = 2
+TIMEOUT = 120.0
+CLOSE = 0.05
+#: batches read per rank looking for a second epoch
+MAX_BATCHES = 400
+#: the ranks' first batches compared for shared samples
+OVERLAP_BATCHES = 8
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def process_group(rank: int, world: int, port: int) -> Iterator[None]:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=TIMEOUT))
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _adapter_source(ctx: Context) -> str:
+    module = ctx.adapter.module
+    return getattr(module, "__file__", None) or module.__name__
+
+
+def _rank_main(rank: int, source: str, work: str, port: int, scenario: str, seed: int,
+               batch: int, steps: int) -> None:
+    """One rank of the 2-process run (spawned): errors go to a file the
+    parent turns into an AdapterError."""
+    torch.set_num_threads(1)
+    try:
+        ad = load_adapter(source)
+        with process_group(rank, WORLD, port):
+            r = Run(ad, seed=seed, batch_size=batch // WORLD, rank=rank, world_size=WORLD,
+                    wrap=True)
+            ev = ad.evaluate(r.model) if ad.has("evaluate") else None
+            r.model.train()
+            r.record(os.path.join(work, "two_ranks.h5"), "two_ranks", scenario,
+                     check_ranks=True)
+            r.train(steps)
+            r.save()
+            r.close()
+        if rank == 0:
+            torch.save({"grads0": r.grads[0] if r.grads else None, "eval": ev,
+                        "nonfinite": r.nonfinite.describe() if r.nonfinite else None},
+                       os.path.join(work, "rank0.pt"))
+    except AdapterError as e:
+        _fail(work, rank, e.function, str(e).split("(): ", 1)[-1])
+    except Exception as e:  # the team's code in a process group may fail anywhere
+        _fail(work, rank, "wrap_ddp", f"the 2-rank run raised {type(e).__name__}: {e}\n"
+              f"{traceback.format_exc(limit=3)}")
+
+
+def _fail(work: str, rank: int, function: str, message: str) -> None:
+    with open(os.path.join(work, f"error_rank{rank}.txt"), "w", encoding="utf-8") as f:
+        f.write(f"{function}\n{message}")
+    raise SystemExit(1)
+
+
+def _two_ranks(ctx: Context, work: str, scenario: str) -> dict[str, Any]:
+    s = ctx.settings
+    args = (_adapter_source(ctx), work, free_port(), scenario, s.seed, s.batch_size, s.steps)
+    procs = mp.start_processes(_rank_main, args=args, nprocs=WORLD, join=False,
+                               start_method="spawn")
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while not procs.join(timeout=1.0):
+            if time.monotonic() > deadline:
+                raise AdapterError("train_step", f"the 2-rank run did not finish in "
+                                   f"{TIMEOUT:.0f} s (a collective that only one rank calls?)")
+    except mp.ProcessExitedException:
+        pass
+    except mp.ProcessRaisedException:
+        pass
+    finally:
+        for p in procs.processes:
+            if p.is_alive():
+                p.kill()
+    for rank in range(WORLD):
+        path = os.path.join(work, f"error_rank{rank}.txt")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                function, message = f.read().split("\n", 1)
+            raise AdapterError(function, f"(rank {rank} of {WORLD}) {message}")
+    result = os.path.join(work, "rank0.pt")
+    if not os.path.exists(result):
+        raise AdapterError("train_step", "the 2-rank run ended without a result")
+    return torch.load(result)
+
+
+def _streams(ctx: Context) -> tuple[list, list]:
+    """Each rank's sample keys, read until rank 0's first sample comes back
+    and a little beyond (or MAX_BATCHES batches)."""
+    s, ad = ctx.settings, ctx.adapter
+    streams = []
+    for rank in range(WORLD):
+        it = ad.batch_iter(s.seed, s.batch_size // WORLD, rank=rank, world_size=WORLD)
+        keys: list = []
+        for i in range(MAX_BATCHES):
+            keys += sample_keys(ad.next_batch(it, i))
+            if keys[0] in keys[1:] and len(keys) - keys.index(keys[0], 1) >= 2 * s.batch_size:
+                break
+        close = getattr(it, "close", None)
+        if callable(close):
+            close()
+        streams.append(keys)
+    return streams[0], streams[1]
+
+
+def _epoch(keys: list) -> list:
+    return keys[:keys.index(keys[0], 1)] if keys[0] in keys[1:] else keys
+
+
+def run(ctx: Context) -> Family:
+    fam = Family("ddp", DESCRIPTION)
+    s, ad = ctx.settings, ctx.adapter
+    if s.batch_size % WORLD:
+        fam.not_tested.append(NotTested("every check", ("D1", "D2", "D3", "D4", "D5"),
+                                        f"batch_size {s.batch_size} is odd"))
+        return fam
+    work = os.path.join(ctx.work, "ddp")
+    os.makedirs(work, exist_ok=True)
+
+    r0, r1 = _streams(ctx)
+    first = OVERLAP_BATCHES * (s.batch_size // WORLD)  # well inside the first epoch
+    e0, e1 = _epoch(r0)[:first], _epoch(r1)[:first]
+    overlap = len(set(e0) & set(e1)) / max(len(e0), 1)
+    again = r0.index(r0[0], 1) if r0[0] in r0[1:] else None
+    window = s.batch_size
+    repeats = again is not None and r0[again:again + window] == r0[:window]
+
+    rank0 = _two_ranks(ctx, work, fam.scenario)
+    fam.runs["two_ranks"] = os.path.join(work, "two_ranks.h5")
+
+    with threads(1), process_group(0, 1, free_port()):
+        one = ctx.recorded(fam.scenario, "one_process", wrap=True)
+        ev = ad.evaluate(one.model) if ad.has("evaluate") else None
+        one.model.train()
+        one.train(s.steps)
+        rec = one.rec
+        rec.metric("ddp_rank_overlap", overlap)
+        rec.note("ddp_rank_overlap", (
+            f"Of rank 0's first {len(e0)} samples {overlap:.1%} are also among rank 1's first "
+            f"{len(e1)}" + (": every rank trains on the same data." if overlap > 0.5 else
+                                 ".")))
+        if again is not None:
+            rec.metric("ddp_epoch_order_repeats", int(repeats))
+            rec.note("ddp_epoch_order_repeats", (
+                f"Rank 0's second epoch (from sample {again}) " +
+                ("visits its samples in the first epoch's order." if repeats else
+                 "is shuffled anew.")))
+        g_one, g_rank = one.grads[0] if one.grads else None, rank0["grads0"]
+        if g_one and g_rank:
+            d_w = grad_distance(g_rank, g_one, WORLD)
+            d_1 = grad_distance(g_rank, g_one)
+            rec.metric("ddp_step0_distance_from_w_times", d_w)
+            rec.note("ddp_step0_grads", (
+                f"At step 0 rank 0's gradient (after the ranks' reduction) is at relative "
+                f"distance {d_1:.3g} from one process's on the same global batch, and "
+                f"{d_w:.3g} from {WORLD} times it."))
+        if ev is not None and rank0["eval"] is not None:
+            diffs = {k: abs(rank0["eval"][k] - v) / max(abs(v), 1e-12)
+                     for k, v in ev.items() if k in rank0["eval"]}
+            worst = max(diffs, key=diffs.get) if diffs else None
+            if worst is not None:
+                rec.metric("ddp_rank0_metric_rel_diff", diffs[worst])
+                rec.note("ddp_rank0_metric", (
+                    f"evaluate() on the initial model: '{worst}' is {rank0['eval'][worst]:.6g} "
+                    f"on rank 0 of {WORLD} and {ev[worst]:.6g} in one process."))
+        fam.runs["one_process"] = one.save()
+        one.close()
+
+    fam.checks += [
+        Check("ranks_match_one_process", "equivalence", "one_process", "two_ranks",
+              quantities=("params",), tolerance="close(1e-4, 1e-6)",
+              explained_by=("D1", "D3"),
+              about=f"{WORLD} ranks with half the batch each train the weights one process "
+                    f"trains with the whole batch"),
+        Check("each_rank_its_own_shard", "metric_max", "one_process",
+              quantities=("ddp_rank_overlap", "ddp_rank_overlap"), threshold=0.01,
+              catalogue=("D1",), about="the ranks' samples in an epoch do not overlap"),
+        Check("replicas_hold_the_same_buffers", "metric_max", "two_ranks",
+              quantities=("rank_buffer_mismatch", "rank_mismatch"), threshold=0,
+              catalogue=("D4",), about="after training every rank holds the same buffers"),
+        Check("replicas_hold_the_same_parameters", "metric_max", "two_ranks",
+              quantities=("rank_param_mismatch", "rank_mismatch"), threshold=0,
+              about="after training every rank holds the same parameters"),
+    ]
+    if again is not None:
+        fam.checks.append(Check(
+            "epochs_reshuffled", "metric_max", "one_process",
+            quantities=("ddp_epoch_order_repeats", "ddp_epoch_order_repeats"), threshold=0,
+            catalogue=("D2",), about="each epoch visits the rank's samples in a new order"))
+    else:
+        fam.not_tested.append(NotTested("epochs_reshuffled", ("D2",),
+                                        f"no second epoch within {MAX_BATCHES} batches"))
+    if g_one and g_rank:
+        fam.checks.append(Check(
+            "gradients_averaged_over_ranks", "metric_min", "one_process",
+            quantities=("ddp_step0_distance_from_w_times", "ddp_step0_grads"), threshold=CLOSE,
+            catalogue=("D3",), about=f"the reduced gradient is not {WORLD} times one process's"))
+    if ev is not None and rank0["eval"] is not None:
+        fam.checks.append(Check(
+            "metric_over_all_ranks", "metric_max", "one_process",
+            quantities=("ddp_rank0_metric_rel_diff", "ddp_rank0_metric"), threshold=1e-4,
+            catalogue=("D5",), about="rank 0's evaluation covers every rank's shard"))
+    else:
+        fam.not_tested.append(NotTested("metric_over_all_ranks", ("D5",),
+                                        "the adapter has no evaluate"))
+    fam.not_tested.append(NotTested("padding duplicates", ("D6",), "not measured yet"))
+    return fam
