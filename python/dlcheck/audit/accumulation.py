@@ -12,7 +12,7 @@ mismatch is measured at step 0, from the gradients the optimizer was given:
 K times the big batch's (G2), or the last micro-batch's share (G3)."""
 from __future__ import annotations
 
-from .context import BATCHNORM, Context, has_module
+from .context import BATCHNORM, BF16_TOLERANCE, Context, has_module
 from .loop import grad_distance, grad_norm
 from .scenario import Check, Family, NotTested
 
@@ -64,7 +64,7 @@ def run(ctx: Context) -> Family:
 
     fam.checks.append(Check(
         "accumulation_matches_big_batch", "equivalence", "big_batch", "accumulated",
-        quantities=("params",), tolerance="close(1e-4, 1e-6)",
+        quantities=("params",), tolerance=BF16_TOLERANCE if big.autocast else "close(1e-4, 1e-6)",
         explained_by=("G2", "G3"),
               about=(f"{k} micro-batches train the same weights as one batch of {s.batch_size}" +
                (" (the model has BatchNorm: micro-batch statistics differ, G5, reported as "

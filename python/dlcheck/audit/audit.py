@@ -6,21 +6,18 @@ finding); 2 the adapter is malformed or one of its functions failed
 (the message names it; no report is written); 3 the C harness is missing."""
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import shutil
 import tempfile
 import time
 from types import ModuleType
-from typing import Callable, Iterator, Optional, Sequence, Union
+from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from .. import envinfo
-from . import accumulation, checkpoint, ddp, determinism, harness, inference, nonfinite, parameters, summary
+from . import accumulation, amp, checkpoint, ddp, determinism, harness, inference, nonfinite, parameters, summary
 from .adapter import AdapterError, load_adapter
-from .context import Context
+from .context import Context, package_versions_cached
 from .scenario import Family, NotTested
 from .summary import AuditResult
 
@@ -34,22 +31,10 @@ FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
     "checkpoint": (checkpoint.run, ("save_checkpoint", "load_checkpoint"),
                    ("C1", "C2", "C3", "C4", "C5", "C6")),
     "ddp": (ddp.run, ("wrap_ddp",), ("D1", "D2", "D3", "D4", "D5", "D6")),
+    "amp": (amp.run, (), ("A1", "A2", "A3")),
 }
 #: a file in an output folder that marks it as an audit's, safe to replace
 MARK = "summary.txt"
-
-
-@contextlib.contextmanager
-def _package_versions_cached() -> Iterator[None]:
-    """envinfo looks package versions up in every Recorder (0.5 s each with
-    a long sys.path, dozens of recorders per audit): the same answer for
-    the duration of one audit."""
-    original = envinfo._package_version
-    envinfo._package_version = functools.lru_cache(maxsize=None)(original)
-    try:
-        yield
-    finally:
-        envinfo._package_version = original
 
 
 def _needs(adapter, pieces: tuple) -> Optional[str]:
@@ -106,7 +91,7 @@ def run_audit(adapter: Union[str, os.PathLike, ModuleType], out_dir: Union[str, 
     work = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.audit-", dir=os.path.dirname(out))
     rng = torch.get_rng_state()
     try:
-        with _package_versions_cached():
+        with package_versions_cached():
             return _audit(ad, out, work, chosen, exe, start)
     except AdapterError as e:
         return AuditResult(ad.name, 2, message=str(e), seconds=time.monotonic() - start)

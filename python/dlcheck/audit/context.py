@@ -2,12 +2,15 @@
 its traces go."""
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterator, Optional
 
 import torch
 
+from .. import envinfo
 from .adapter import Adapter
 from .loop import Run
 
@@ -17,6 +20,7 @@ class Context:
     adapter: Adapter
     work: str  # the audit's private folder; traces under work/traces
     runs: list = field(default_factory=list)  # the current family's runs
+    autocast_seen: bool = False               # an earlier family's step ran under autocast
 
     def nonfinite(self) -> Optional[str]:
         """How the current family's first run that went non-finite did."""
@@ -54,3 +58,19 @@ def has_module(model: torch.nn.Module, kinds: tuple) -> bool:
 
 BATCHNORM = (torch.nn.modules.batchnorm._BatchNorm,)
 DROPOUT = (torch.nn.modules.dropout._DropoutNd,)
+#: runs whose step autocasts compare with scenarios/amp_fp32's bfloat16 rule
+#: for trained parameters (bfloat16 rounding differs with the batch split)
+BF16_TOLERANCE = "close(5e-2, 1e-3)"
+
+
+@contextlib.contextmanager
+def package_versions_cached() -> Iterator[None]:
+    """envinfo looks package versions up in every Recorder (0.5 s each with
+    a long sys.path, dozens of recorders per audit): one answer for the
+    duration of an audit."""
+    original = envinfo._package_version
+    envinfo._package_version = functools.lru_cache(maxsize=None)(original)
+    try:
+        yield
+    finally:
+        envinfo._package_version = original

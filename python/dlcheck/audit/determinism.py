@@ -2,7 +2,7 @@
 with 0 and 2 loader workers (N2, N3), and with evaluation interleaved (D8)."""
 from __future__ import annotations
 
-from .context import Context
+from .context import BF16_TOLERANCE, Context
 from .loop import threads
 from .scenario import Check, Family, NotTested
 
@@ -32,7 +32,8 @@ def run(ctx: Context) -> Family:
         Check("same_run_twice", "equivalence", "first", "again", catalogue=("N2",),
               about="the same run twice is bitwise identical", **bitwise),
         Check("thread_count_free", "equivalence", "first", "two_threads", catalogue=("N3",),
-              quantities=("loss",), tolerance=THREADS_TOLERANCE,
+              quantities=("loss",),
+              tolerance=BF16_TOLERANCE if any(r.autocast for r in ctx.runs) else THREADS_TOLERANCE,
               about="1 and 2 intra-op threads give the same losses (within float32 summation "
                     "order: PyTorch's CPU reductions split work by thread, and a parameter "
                     "whose true gradient is 0, a bias before BatchNorm, moves on that noise)"),

@@ -84,8 +84,9 @@ class Run:
         self.batches: list[Any] = []                                # kept when keep_batches
         self.keep_batches = False
         self.nonfinite: Optional[NonFinite] = None
+        self.autocast = False  # a forward pass ran under CPU or CUDA autocast
         self._locating = False
-        self._hooks: list[Any] = []
+        self._hooks: list[Any] = [self.model.register_forward_pre_hook(self._autocast_hook)]
         self._wrap_optimizer_step()
 
     # ---- evidence -----------------------------------------------------------------------
@@ -100,6 +101,10 @@ class Run:
 
         self._given: Optional[dict[str, torch.Tensor]] = None
         self.optimizer.step = step  # type: ignore[method-assign]
+
+    def _autocast_hook(self, module: torch.nn.Module, inputs: Any) -> None:
+        self.autocast = self.autocast or torch.is_autocast_cpu_enabled() or \
+            torch.is_autocast_enabled()
 
     def locate_nonfinite(self) -> None:
         """Watch every layer's output and gradient, and the parameters after
