@@ -155,6 +155,46 @@ static void note(outside *o, double d, double widen, const char *what, int64_t s
   o->failed = true;
 }
 
+double dlc_envelope_half_width(const dlc_envelope_series *es, int64_t i, double *c) {
+  const double *b = es->v[i];
+  *c = 0.5 * (b[DLC_ENV_MIN] + b[DLC_ENV_MAX]);
+  return fmax(0.5 * (b[DLC_ENV_MAX] - b[DLC_ENV_MIN]), ulp32(*c));
+}
+
+double dlc_envelope_step_distance(const dlc_envelope_series *es, int64_t i, double x) {
+  double c, h = dlc_envelope_half_width(es, i, &c);
+  return distance(x, c, h);
+}
+
+dlc_envelope_distance dlc_envelope_series_distance(const dlc_envelope_series *es,
+                                                   const dlc_trace *t) {
+  const dlc_series *s = dlc_trace_series(t, es->name);
+  dlc_envelope_distance d = {.distance = 0, .step = -1};
+  if (!s || s->n != es->n) return (dlc_envelope_distance){.distance = INFINITY, .step = -1};
+  for (int64_t i = 0; i < s->n; i++) {
+    double x = dlc_envelope_step_distance(es, i, s->v[i]);
+    if (x > d.distance || d.step < 0) d = (dlc_envelope_distance){.distance = x, .step = i};
+  }
+  return d;
+}
+
+/* The final tensor's largest |x - reference| and its distance; d->n < 0
+ * where it cannot be compared. */
+static double final_distance(const dlc_envelope_final *f, const dlc_trace *ref,
+                             const dlc_trace *t, dlc_diff *d) {
+  dlc_tolerance exact = dlc_tolerance_bitwise();
+  const dl_tensor *x = dlc_trace_final(t, f->name), *r = dlc_trace_final(ref, f->name);
+  *d = x && r ? dlc_compare_tensors(x, r, &exact) : (dlc_diff){.n = -1};
+  if (d->n < 0) return INFINITY;
+  return distance(d->max_abs, 0, fmax(f->v[DLC_FIN_SPREAD], ulp32(max_magnitude(r))));
+}
+
+dlc_envelope_distance dlc_envelope_final_distance(const dlc_envelope_final *f,
+                                                  const dlc_trace *ref, const dlc_trace *t) {
+  dlc_diff d;
+  return (dlc_envelope_distance){.distance = final_distance(f, ref, t, &d), .step = -1};
+}
+
 static void check_series(const dlc_envelope *e, const dlc_trace *t, outside *o,
                          dlc_verdict *v) {
   for (int k = 0; k < e->nseries; k++) {
@@ -168,8 +208,7 @@ static void check_series(const dlc_envelope *e, const dlc_trace *t, outside *o,
     bool told = false;
     for (int64_t i = 0; i < s->n; i++) {
       const double *b = es->v[i];
-      double c = 0.5 * (b[DLC_ENV_MIN] + b[DLC_ENV_MAX]), h = 0.5 * (b[DLC_ENV_MAX] - b[DLC_ENV_MIN]);
-      double d = distance(s->v[i], c, fmax(h, ulp32(c)));
+      double d = dlc_envelope_step_distance(es, i, s->v[i]);
       note(o, d, e->widen, es->name, i);
       if (d > e->widen && !told) {
         told = true;
@@ -183,14 +222,11 @@ static void check_series(const dlc_envelope *e, const dlc_trace *t, outside *o,
 
 static void check_finals(const dlc_envelope *e, const dlc_trace *ref, const dlc_trace *t,
                          outside *o, dlc_verdict *v) {
-  dlc_tolerance exact = dlc_tolerance_bitwise();
   int bad = 0;
   for (int k = 0; k < e->nfinals; k++) {
     const dlc_envelope_final *f = &e->finals[k];
-    const dl_tensor *x = dlc_trace_final(t, f->name), *r = dlc_trace_final(ref, f->name);
-    dlc_diff d = x && r ? dlc_compare_tensors(x, r, &exact) : (dlc_diff){.n = -1};
-    double floor = d.n < 0 ? 0 : ulp32(max_magnitude(r));
-    double dist = d.n < 0 ? INFINITY : distance(d.max_abs, 0, fmax(f->v[DLC_FIN_SPREAD], floor));
+    dlc_diff d;
+    double dist = final_distance(f, ref, t, &d);
     note(o, dist, e->widen, f->name, -1);
     if (dist <= e->widen || bad++) continue;
     if (d.n < 0) dlc_evidence(v, "%s: missing, or another shape or dtype. ", f->name);

@@ -73,6 +73,27 @@ dl_status dlc_envelope_build(const dlc_trace *runs, int n, double widen,
 dl_status dlc_envelope_check(const dlc_envelope *e, const dlc_trace *ref, const dlc_trace *t,
                              dlc_verdict *v);
 
+/* Series es at step i: its centre *c and the half-width of the repeats'
+ * band, at least one float32 ULP of the centre (0 for a band of zeros). */
+double dlc_envelope_half_width(const dlc_envelope_series *es, int64_t i, double *c);
+
+/* x's distance from es at step i, |x - c| / half-width: infinite where a
+ * zero-width band moved or x is NaN and the centre is not. */
+double dlc_envelope_step_distance(const dlc_envelope_series *es, int64_t i, double x);
+
+/* A quantity's largest distance in a run (the report's per-quantity
+ * numbers, the gate's verdict): step is the step of the largest one (-1
+ * for a final tensor). INFINITY where the run lacks the quantity or has
+ * another length, shape or dtype. */
+typedef struct dlc_envelope_distance {
+  double distance;
+  int64_t step;
+} dlc_envelope_distance;
+dlc_envelope_distance dlc_envelope_series_distance(const dlc_envelope_series *es,
+                                                   const dlc_trace *t);
+dlc_envelope_distance dlc_envelope_final_distance(const dlc_envelope_final *f,
+                                                  const dlc_trace *ref, const dlc_trace *t);
+
 /* Per quantity, the tightest ulp(n) and close() rules every repeat meets
  * against the reference, and the margin of the current rule (rule_of
  * gives it per quantity, NULL for none) as a table on out. */

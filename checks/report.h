@@ -15,7 +15,14 @@
  *     "scenarios": [ {
  *       "name", "description", "backend", "ok",
  *       "checks": [ VERDICT... ],
- *       "golden": { "present": bool, VERDICT fields },
+ *       "golden": { "present": bool, VERDICT fields,
+ *                   "envelope": { "repeats", "widen", "perturbation",
+ *                                 "quantities": [ { "name", "kind": "series" |
+ *                                   "final", "distance", "step", "outside" } ] } },
+ *         ("envelope" only for a calibrated golden: each quantity's largest
+ *         distance from the band in half-widths, the step where it is
+ *         largest, and whether it exceeds "widen"; a missing quantity has
+ *         distance null and outside true)
  *       "pitfalls": [ { "id", "variant", "description", "caught", "check",
  *                       "verdict", "evidence", "step", "tensor", "layer",
  *                       "max_abs", "max_rel", "max_ulp", "value",

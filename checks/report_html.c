@@ -271,6 +271,47 @@ static dl_status layer_plot(FILE *f, const dlc_scenario_result *r, const runs *a
   return st;
 }
 
+/* One series of a calibrated golden's envelope: the run's values over the
+ * band c +- widen * h (the gate's own bounds, envelope.h), outside steps
+ * circled. */
+static dl_status band_plot(FILE *f, const dlc_scenario_result *r,
+                           const dlc_envelope_series *es) {
+  const dlc_series *x = dlc_trace_series(&r->traces[0], es->name);
+  if (!x || x->n != es->n || es->n == 0) return DL_OK; /* the verdict says why */
+  double *lo = malloc((size_t)es->n * sizeof *lo), *hi = malloc((size_t)es->n * sizeof *hi);
+  if (!lo || !hi) {
+    free(lo);
+    free(hi);
+    return dl_fail(DL_ERR_NOMEM, "HTML report: out of memory for the %s band of %s", es->name,
+                   r->scenario);
+  }
+  int64_t outside = 0;
+  for (int64_t i = 0; i < es->n; i++) {
+    double c, h = dlc_envelope_half_width(es, i, &c);
+    lo[i] = c - r->envelope->widen * h;
+    hi[i] = c + r->envelope->widen * h;
+    outside += dlc_envelope_step_distance(es, i, x->v[i]) > r->envelope->widen;
+  }
+  char title[DLC_NAME_MAX + 96], name[DLC_NAME_MAX + 64];
+  snprintf(title, sizeof title, "%s: %lld step%s outside the envelope", es->name,
+           (long long)outside, outside == 1 ? "" : "s");
+  snprintf(name, sizeof name, "%s; band: %d repeats widened %gx", r->traces[0].run,
+           r->envelope->repeats, r->envelope->widen);
+  dlc_plot_series s = {.name = name, .y = x->v, .n = x->n, .band_lo = lo, .band_hi = hi,
+                       .color = dlc_plot_color(0)};
+  dlc_svg_lines(f, &(dlc_plot){.title = title, .xlabel = "step", .ylabel = es->name}, &s, 1);
+  free(lo);
+  free(hi);
+  return DL_OK;
+}
+
+static dl_status envelope_plots(FILE *f, const dlc_scenario_result *r) {
+  if (!r->envelope || r->ntraces < 1) return DL_OK;
+  for (int k = 0; k < r->envelope->nseries; k++)
+    DL_TRY(band_plot(f, r, &r->envelope->series[k]));
+  return DL_OK;
+}
+
 /* ---- page -------------------------------------------------------------------- */
 
 static dl_status scenario_section(FILE *f, const dlc_scenario_result *r, int index) {
@@ -306,6 +347,7 @@ static dl_status scenario_section(FILE *f, const dlc_scenario_result *r, int ind
     loss_plot(f, r, &all);
     DL_TRY(divergence_plot(f, r, &all));
     DL_TRY(layer_plot(f, r, &all));
+    DL_TRY(envelope_plots(f, r));
     fputs("</div>\n", f);
   }
   fputs("</section>\n", f);

@@ -268,6 +268,39 @@ static void run_object(jw *w, const dlc_trace *t) {
   jw_close(w, '}');
 }
 
+static void quantity_object(jw *w, const char *name, const char *kind,
+                            dlc_envelope_distance d, double widen) {
+  jw_open(w, NULL, '{');
+  jw_str(w, "name", name);
+  jw_str(w, "kind", kind);
+  jw_num(w, "distance", d.distance);
+  if (d.step >= 0) jw_int(w, "step", (long long)d.step);
+  else jw_num(w, "step", NAN);
+  jw_bool(w, "outside", !(d.distance <= widen));
+  jw_close(w, '}');
+}
+
+/* A calibrated golden: how far the run (traces[0]) lies from the band of
+ * each quantity, so that a dashboard sees which one is closest to failing. */
+static void envelope_object(jw *w, const dlc_scenario_result *r) {
+  const dlc_envelope *e = r->envelope;
+  if (!e || !r->golden_trace || r->ntraces < 1) return;
+  jw_open(w, "envelope", '{');
+  jw_int(w, "repeats", e->repeats);
+  jw_num(w, "widen", e->widen);
+  jw_str(w, "perturbation", e->perturbation);
+  jw_open(w, "quantities", '[');
+  for (int k = 0; k < e->nseries; k++)
+    quantity_object(w, e->series[k].name, "series",
+                    dlc_envelope_series_distance(&e->series[k], &r->traces[0]), e->widen);
+  for (int k = 0; k < e->nfinals; k++)
+    quantity_object(w, e->finals[k].name, "final",
+                    dlc_envelope_final_distance(&e->finals[k], r->golden_trace, &r->traces[0]),
+                    e->widen);
+  jw_close(w, ']');
+  jw_close(w, '}');
+}
+
 static void scenario_object(jw *w, const dlc_scenario_result *r) {
   jw_open(w, NULL, '{');
   jw_str(w, "name", r->scenario);
@@ -287,6 +320,7 @@ static void scenario_object(jw *w, const dlc_scenario_result *r) {
   jw_str(w, "name", r->golden.check[0] ? r->golden.check : "golden");
   evidence_fields(w, &r->golden);
   jw_num(w, "seconds", r->golden.seconds);
+  envelope_object(w, r);
   jw_close(w, '}');
   jw_open(w, "pitfalls", '[');
   for (int i = 0; i < r->npitfalls; i++) pitfall_object(w, &r->pitfalls[i]);

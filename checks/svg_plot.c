@@ -349,11 +349,68 @@ static void draw_series(FILE *f, const dlc_plot_series *s, const char *color, co
   pen_break(&p);
 }
 
+static bool has_band(const dlc_plot_series *s) { return s->band_lo && s->band_hi; }
+
+/* Step i of s as pixels: the value and its band; false where any is not
+ * finite. */
+static bool band_pixels(const dlc_plot_series *s, int64_t i, const axis *ax, const axis *ay,
+                        double *px, double *plo, double *phi) {
+  return axis_pixel(ax, (double)(s->x0 + i), px) && axis_pixel(ay, s->band_lo[i], plo) &&
+         axis_pixel(ay, s->band_hi[i], phi);
+}
+
+/* The band as one polygon per run of finite steps: the upper edge left
+ * to right, then the lower edge back. */
+static void draw_band(FILE *f, const dlc_plot_series *s, const char *color, const axis *ax,
+                      const axis *ay) {
+  for (int64_t start = 0; start < s->n;) {
+    int64_t end = start;
+    double px, plo, phi;
+    while (end < s->n && band_pixels(s, end, ax, ay, &px, &plo, &phi)) end++;
+    if (end > start) {
+      fprintf(f, "<polygon class=\"band\" fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" "
+                 "points=\"", color);
+      for (int64_t i = start; i < end; i++) {
+        band_pixels(s, i, ax, ay, &px, &plo, &phi);
+        fprintf(f, "%s%.1f,%.1f", i > start ? " " : "", px, phi);
+      }
+      for (int64_t i = end - 1; i >= start; i--) {
+        band_pixels(s, i, ax, ay, &px, &plo, &phi);
+        fprintf(f, " %.1f,%.1f", px, plo);
+      }
+      fputs("\"/>\n", f);
+    }
+    start = end + 1;
+  }
+}
+
+/* A red ring on each value outside its band (the first of each pixel
+ * column, so a run that left the band for good stays readable). */
+static void mark_outside(FILE *f, const dlc_plot_series *s, const axis *ax, const axis *ay) {
+  int last_col = -1;
+  for (int64_t i = 0; i < s->n; i++) {
+    double y = s->y[i], px, py, plo, phi;
+    if (!(y < s->band_lo[i] || y > s->band_hi[i])) continue;
+    if (!band_pixels(s, i, ax, ay, &px, &plo, &phi) || !axis_pixel(ay, y, &py)) continue;
+    if ((int)floor(px) == last_col) continue;
+    last_col = (int)floor(px);
+    fprintf(f, "<circle class=\"outside\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"none\" "
+               "stroke=\"#d62728\" stroke-width=\"1.5\"><title>", px, py);
+    put_text(f, s->name ? s->name : "", 40);
+    fprintf(f, " at step %lld: %.9g outside [%.9g, %.9g]</title></circle>\n",
+            (long long)(s->x0 + i), y, s->band_lo[i], s->band_hi[i]);
+  }
+}
+
 void dlc_svg_lines(FILE *f, const dlc_plot *p, const dlc_plot_series *s, int ns) {
   extent e = {0};
   int64_t xlo = 0, xhi = -1;
   for (int k = 0; k < ns; k++) {
     for (int64_t i = 0; i < s[k].n; i++) extent_add(&e, s[k].y[i]);
+    for (int64_t i = 0; has_band(&s[k]) && i < s[k].n; i++) {
+      extent_add(&e, s[k].band_lo[i]);
+      extent_add(&e, s[k].band_hi[i]);
+    }
     if (s[k].n <= 0) continue;
     if (xhi < xlo || s[k].x0 < xlo) xlo = s[k].x0;
     if (s[k].x0 + s[k].n - 1 > xhi) xhi = s[k].x0 + s[k].n - 1;
@@ -376,7 +433,11 @@ void dlc_svg_lines(FILE *f, const dlc_plot *p, const dlc_plot_series *s, int ns)
   open_svg(f, &fr, p);
   y_ticks(f, &fr, &ay);
   x_ticks(f, &fr, &ax);
+  for (int k = 0; k < ns; k++)
+    if (has_band(&s[k])) draw_band(f, &s[k], series_color(&s[k], k), &ax, &ay);
   for (int k = 0; k < ns; k++) draw_series(f, &s[k], series_color(&s[k], k), &ax, &ay);
+  for (int k = 0; k < ns; k++)
+    if (has_band(&s[k])) mark_outside(f, &s[k], &ax, &ay);
   if (!e.any) no_data(f, &fr);
   else if (p->logy && !e.anypos)
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">every value "

@@ -20,6 +20,11 @@ typedef struct dlc_plot_series {
   int64_t x0;         /* line plots: x of y[0]; y[i] is at x0 + i */
   bool dashed;
   const char *color;  /* "#rrggbb"; NULL: the palette colour of its index */
+  /* Line plots, optional: n values each, the band the series should keep
+   * to (a calibrated golden's envelope). It is shaded behind the lines
+   * (class "band"); values outside it are circled in red (class
+   * "outside", one per pixel column, a tooltip with step and bounds). */
+  const double *band_lo, *band_hi;
 } dlc_plot_series;
 
 typedef struct dlc_plot {

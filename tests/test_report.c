@@ -618,6 +618,81 @@ static void test_html(void **state) {
   assert_int_equal(python("check_html.py", html_check, args), 0);
 }
 
+/* report.json of build_calibrated: the distance of each quantity. */
+static const char envelope_json_check[] =
+    "import sys, json\n"
+    "e = json.load(open(sys.argv[1]))['scenarios'][0]['golden']['envelope']\n"
+    "assert e['repeats'] == 5 and e['widen'] == 4, e\n"
+    "q = {x['name']: x for x in e['quantities']}\n"
+    "assert abs(q['loss']['distance'] - 100) < 1e-6 and q['loss']['step'] == 6, q\n"
+    "assert q['loss']['outside'] is True and q['loss']['kind'] == 'series', q\n"
+    "assert q['grad_norm']['distance'] == 0 and q['grad_norm']['outside'] is False, q\n";
+
+/* A calibrated golden: loss and grad_norm over 12 steps, the run leaving
+ * the loss band at step 6 only. */
+static void build_calibrated(dlc_scenario_result *r) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->scenario, sizeof r->scenario, "calibrated");
+  snprintf(r->backend, sizeof r->backend, "cpu");
+  set_verdict(&r->golden, "golden", DLC_FAIL, "loss leaves the envelope at step 6");
+  r->golden_present = true;
+  r->ntraces = 1;
+  r->traces = xcalloc(1, sizeof *r->traces);
+  dlc_trace_init(&r->traces[0], "calibrated", "reference");
+  fill_series(&r->traces[0], 12, 0);
+  r->golden_trace = xcalloc(1, sizeof *r->golden_trace);
+  dlc_trace_init(r->golden_trace, "calibrated", "reference");
+  assert_int_equal(dlc_trace_copy(r->golden_trace, &r->traces[0]), DL_OK);
+  dlc_envelope *e = r->envelope = xcalloc(1, sizeof *r->envelope);
+  e->repeats = 5;
+  e->widen = 4;
+  snprintf(e->perturbation, sizeof e->perturbation, "test");
+  e->series = xcalloc(2, sizeof *e->series);
+  for (int k = 0; k < 2; k++) {
+    dlc_envelope_series *es = &e->series[e->nseries++];
+    const dlc_series *x = &r->traces[0].series[k];
+    snprintf(es->name, sizeof es->name, "%s", x->name);
+    es->n = x->n;
+    es->v = xcalloc((size_t)x->n, sizeof *es->v);
+    for (int64_t i = 0; i < x->n; i++) { /* half-width 1e-3 about the run's value */
+      es->v[i][DLC_ENV_MIN] = x->v[i] - 1e-3;
+      es->v[i][DLC_ENV_MAX] = x->v[i] + 1e-3;
+      es->v[i][DLC_ENV_MEAN] = x->v[i];
+    }
+  }
+  ((dlc_series *)dlc_trace_series(&r->traces[0], "loss"))->v[6] += 0.1; /* 100 half-widths */
+}
+
+static void test_envelope_band(void **state) {
+  (void)state;
+  dlc_scenario_result r;
+  build_calibrated(&r);
+  char path[256], args[300];
+  tmp_path(path, sizeof path, "calibrated.html");
+  assert_int_equal(dlc_report_html(path, &r, 1, NULL), DL_OK);
+  char *html = read_file(path, NULL);
+  /* loss and divergence plots, then one band plot per envelope series */
+  assert_int_equal(count_of(html, "<svg"), 2 + 2);
+  assert_int_equal(count_of(html, "<polygon class=\"band\""), 2);
+  assert_non_null(strstr(html, "loss: 1 step outside the envelope"));
+  assert_non_null(strstr(html, "grad_norm: 0 steps outside the envelope"));
+  assert_int_equal(count_of(html, "class=\"outside\""), 1);
+  assert_non_null(strstr(html, "at step 6: 2.26981132 outside [2.16581132, 2.17381132]"));
+  free(html);
+  tmp_path(path, sizeof path, "calibrated.json");
+  assert_int_equal(dlc_report_json(path, &r, 1, NULL), DL_OK);
+  char *json = read_file(path, NULL);
+  assert_non_null(strstr(json, "\"envelope\""));
+  assert_non_null(strstr(json, "\"outside\": true"));
+  free(json);
+  dlc_result_free(&r);
+  if (!have(PYTHON)) skip();
+  assert_int_equal(python("check_envelope_json.py", envelope_json_check, path), 0);
+  tmp_path(path, sizeof path, "calibrated.html");
+  snprintf(args, sizeof args, "%s 4", path);
+  assert_int_equal(python("check_html.py", html_check, args), 0);
+}
+
 static void test_html_size(void **state) {
   (void)state;
   dlc_scenario_result r;
@@ -819,6 +894,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_junit, setup, teardown),
       cmocka_unit_test_setup_teardown(test_html, setup, teardown),
       cmocka_unit_test(test_html_size),
+      cmocka_unit_test(test_envelope_band),
       cmocka_unit_test_setup_teardown(test_write_all, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_all_errors, setup, teardown),
       cmocka_unit_test(test_utf8_and_xml),
