@@ -34,7 +34,8 @@ def test_reads_every_group_of_a_c_golden(c_golden):
                               "skipped"]
     assert all(v.shape == (6,) for v in t.series.values())
     assert t.digests.shape == (6, 4) and t.digests.dtype == np.uint64
-    assert [s.step for s in t.stats] == [0, 5]
+    steps = [s.step for s in t.stats]  # the scenario's stats_every decides which
+    assert steps[0] == 0 and steps == sorted(set(steps)) and steps[-1] < 6
     assert t.stats[0].values.shape == (len(t.stats[0].layers), 6)
     assert "param/1.weight" in t.finals and t.finals["init/1.weight"].dtype == np.float32
     assert t.metrics["requires_grad/1.weight"] == 1.0 and "backend" in t.notes
