@@ -134,3 +134,31 @@ def test_cpu_grad_scaler_skips_inf_steps_and_backs_off() -> None:
     s.update()
     assert w.tolist() == [-1.0, -1.0] and s.get_scale() == 4.0
     assert s.state_dict()["scale"] == 4.0
+
+
+def test_evaluate_with_a_wrong_return_type_names_it(tmp_path: Path) -> None:
+    text = GOOD + "\ndef evaluate(model):\n    return 'fine'\n"
+    assert "a number" in audit_fails(tmp_path, text, "evaluate")
+
+
+def test_rank_processes_report_the_function_that_failed(tmp_path: Path) -> None:
+    text = GOOD + textwrap.dedent("""
+        def wrap_ddp(model):
+            raise ValueError("no GPU for DDP here")
+        """)
+    assert "rank and world_size" in audit_fails(tmp_path, text, "batches")
+    text = text.replace("def batches(seed, batch_size):", "def batches(seed, batch_size, rank=0, "
+                        "world_size=1):")
+    msg = audit_fails(tmp_path, text, "wrap_ddp")
+    assert "no GPU for DDP here" in msg and "rank" in msg
+
+
+def test_summary_names_every_family_and_what_was_not_tested(tmp_path: Path) -> None:
+    result = run_audit(adapter(tmp_path, GOOD), tmp_path / "out")
+    families = {o.family for o in result.outcomes}
+    assert families == {"parameters", "accumulation", "inference", "nonfinite", "determinism",
+                        "checkpoint", "ddp", "amp"}
+    untested = {o.family: o.evidence for o in result.outcomes if o.verdict == "not tested"}
+    assert "evaluate" in untested["inference"] and "save_checkpoint" in untested["checkpoint"]
+    assert "wrap_ddp" in untested["ddp"] and "autocast" in untested["amp"]
+    assert all(o.verdict != "not tested" or o.evidence for o in result.outcomes)

@@ -158,6 +158,10 @@ def run(ctx: Context) -> Family:
         fam.not_tested.append(NotTested("every check", ("D1", "D2", "D3", "D4", "D5"),
                                         f"batch_size {s.batch_size} is odd"))
         return fam
+    if not (ad.accepts("batches", "rank") and ad.accepts("batches", "world_size")):
+        raise AdapterError("batches", "must take rank and world_size keywords when the adapter "
+                           "defines wrap_ddp: batches(seed, batch_size, rank=0, world_size=1) "
+                           "yields this rank's shard")
     work = os.path.join(ctx.work, "ddp")
     os.makedirs(work, exist_ok=True)
 

@@ -53,10 +53,21 @@ def outcomes(families: list, report: dict[str, Any]) -> list:
                 continue
             ids = tuple(v.get("catalogue") or c.catalogue)
             result.append(Outcome(fam.name, c.name, v.get("verdict", "error"), ids,
-                                  v.get("evidence", ""), c.about, c.explained_by))
+                                  _own_evidence(v.get("evidence", ""), ids), c.about,
+                                  c.explained_by))
         for n in fam.not_tested:
             result.append(Outcome(fam.name, n.what, "not tested", n.catalogue, n.why))
     return result
+
+
+def _own_evidence(text: str, ids: tuple) -> str:
+    """The evidence without the catalogue sentences the harness appends to a
+    FAIL ("G2: what it means. Fix: ..."): the summary shows those apart."""
+    for i in ids:
+        at = text.find(f" {i}: ")
+        if at >= 0 and "Fix:" in text[at:]:
+            text = text[:at]
+    return text.rstrip()
 
 
 def findings(results: list) -> dict:
