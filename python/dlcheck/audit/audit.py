@@ -46,8 +46,8 @@ def _prepare_out(out_dir: str) -> str:
     out_dir = os.path.abspath(out_dir)
     if os.path.exists(out_dir) and (not os.path.isdir(out_dir) or (
             os.listdir(out_dir) and not os.path.exists(os.path.join(out_dir, MARK)))):
-        raise AdapterError("<output>", f"{out_dir} exists and is not an earlier audit's report "
-                           f"folder: choose another --out")
+        raise FileExistsError(f"{out_dir} exists and is not an earlier audit's report folder: "
+                              f"choose another --out")
     parent = os.path.dirname(out_dir)
     os.makedirs(parent, exist_ok=True)
     return out_dir
@@ -86,7 +86,7 @@ def run_audit(adapter: Union[str, os.PathLike, ModuleType], out_dir: Union[str, 
         ad = load_adapter(adapter)
     except harness.HarnessError as e:
         return AuditResult(name, e.exit_code, message=str(e))
-    except AdapterError as e:
+    except (AdapterError, FileExistsError) as e:
         return AuditResult(name, 2, message=str(e))
     work = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.audit-", dir=os.path.dirname(out))
     rng = torch.get_rng_state()
