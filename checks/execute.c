@@ -379,6 +379,31 @@ static dl_status locate_failures(const dlc_scenario *s, const dlc_exec_options *
   return DL_OK;
 }
 
+/* A failed golden comparison of an engine run names the first divergent
+ * layer: the run is trained again up to the step where it parts from the
+ * golden, with statistics there, and compared with the statistics the
+ * golden recorded at every step. On the CPU the engine's bits are the
+ * promise, so the step is the first whose digests differ and layers are
+ * compared bitwise. Elsewhere every step differs a little, so the step is
+ * the first the gate rejected and layers are compared under float32's
+ * default closeness (what a single non-CPU golden uses). */
+static dl_status locate_golden(const dlc_scenario *s, const dlc_exec_options *o,
+                               dlc_scenario_result *r) {
+  if (r->golden.kind != DLC_FAIL || r->golden.layer[0] || !r->golden_trace || r->ntraces < 1 ||
+      s->runs[0].trace[0])
+    return DL_OK;
+  bool cpu = strcmp(r->traces[0].backend, "cpu") == 0;
+  dlc_tolerance tol = cpu ? dlc_tolerance_bitwise() : dlc_tolerance_default(DL_F32);
+  int64_t step = cpu ? dlc_first_digest_step(&r->traces[0], r->golden_trace, NULL)
+                     : r->golden.step;
+  if (step < 0) return DL_OK;
+  dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
+                        .comm = o->comm, .device = exec_device(o)};
+  size_t len = strlen(r->golden.evidence);
+  if (len && r->golden.evidence[len - 1] != ' ') dlc_evidence(&r->golden, " ");
+  return dlc_locate_layer_against(&tol, &s->runs[0], &ro, r->golden_trace, step, &r->golden);
+}
+
 /* Checks on the pipeline's traces, the golden, then each variant. */
 static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
                         dlc_scenario_result *r) {
@@ -388,6 +413,7 @@ static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
   DL_TRY(dlc_evaluate_checks(s, r->traces, r->ntraces, "", "", r->checks));
   if (src->get == train_traces) DL_TRY(locate_failures(s, src->o, r->traces, r->checks));
   DL_TRY(compare_golden(s, golden, r));
+  if (src->get == train_traces) DL_TRY(locate_golden(s, src->o, r));
   for (int i = 0; pitfalls && i < s->nvariants; i++) {
     DL_TRY(assess_variant(src, i, &r->pitfalls[i]));
     r->npitfalls++;
@@ -473,11 +499,15 @@ static dl_status golden_meta_for(const dlc_scenario *s, const dlc_exec_options *
   return DL_OK;
 }
 
+/* Goldens record layer statistics at every step: a run that later fails
+ * against the golden is trained again up to its first differing step and
+ * compared layer by layer with them (locate.h); nothing else can stand in
+ * for the golden's own numbers. Cost: docs/calibrated-goldens.md. */
 static dlc_run_options record_options(const dlc_scenario *s, const dlc_exec_options *o,
                                       progress_ctx *p) {
   return (dlc_run_options){.root = o->root, .scenario = s->name, .workdir = o->workdir,
                            .progress = on_step, .user = p, .comm = o->comm,
-                           .device = exec_device(o)};
+                           .device = exec_device(o), .stats_from = 0, .stats_to = INT64_MAX};
 }
 
 /* A golden holds the reference run only: only it is trained. */

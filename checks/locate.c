@@ -58,7 +58,8 @@ static bool first_in(const dlc_tolerance *tol, const dlc_layer_stats *sa,
 
 bool dlc_first_divergent_layer(const dlc_tolerance *tol, const dlc_trace *a, const dlc_trace *b,
                                int64_t step, dlc_verdict *v) {
-  bool seen = false;
+  int64_t seen[2];
+  int nseen = 0;
   for (int64_t s = step; s <= step + 1; s++) {
     const dlc_layer_stats *sa = stats_at(a, s), *sb = stats_at(b, s);
     if (!sa || !sb) continue;
@@ -68,11 +69,16 @@ bool dlc_first_divergent_layer(const dlc_tolerance *tol, const dlc_trace *a, con
                      "outside the layers, in the optimizer step or an edit.) ", (long long)step);
       return true;
     }
-    seen = true;
+    seen[nseen++] = s;
   }
-  if (seen)
+  /* Only the steps both recorded were compared: say which. */
+  if (nseen == 2)
     dlc_evidence(v, "No layer's statistics differ at steps %lld-%lld under the rule. ",
-                 (long long)step, (long long)step + 1);
+                 (long long)seen[0], (long long)seen[1]);
+  else if (nseen == 1)
+    dlc_evidence(v, "No layer's statistics differ at step %lld under the rule (the only one of "
+                 "%lld-%lld both recorded). ", (long long)seen[0], (long long)step,
+                 (long long)step + 1);
   return false;
 }
 
@@ -87,20 +93,29 @@ static dl_status rerun(const dlc_run_config *c, const dlc_run_options *o, int64_
   return dlc_run(c, &r, out);
 }
 
+dl_status dlc_locate_layer_against(const dlc_tolerance *tol, const dlc_run_config *ca,
+                                   const dlc_run_options *oa, const dlc_trace *b,
+                                   int64_t step, dlc_verdict *v) {
+  if (!stats_at(b, step) && !stats_at(b, step + 1)) {
+    dlc_evidence(v, "The first divergent layer cannot be named: %s holds no layer statistics "
+                 "at step %lld or %lld. ", b->run, (long long)step, (long long)step + 1);
+    return DL_OK;
+  }
+  dlc_trace ta;
+  DL_TRY(rerun(ca, oa, step, &ta));
+  snprintf(ta.run, sizeof ta.run, "%s", ca->name);
+  dlc_first_divergent_layer(tol, &ta, b, step, v);
+  dlc_trace_free(&ta);
+  return DL_OK;
+}
+
 dl_status dlc_locate_layer(const dlc_tolerance *tol, const dlc_run_config *ca,
                            const dlc_run_options *oa, const dlc_run_config *cb,
                            const dlc_run_options *ob, int64_t step, dlc_verdict *v) {
-  dlc_trace ta, tb;
-  DL_TRY(rerun(ca, oa, step, &ta));
-  dl_status s = rerun(cb, ob, step, &tb);
-  if (s) {
-    dlc_trace_free(&ta);
-    return s;
-  }
-  snprintf(ta.run, sizeof ta.run, "%s", ca->name);
+  dlc_trace tb;
+  DL_TRY(rerun(cb, ob, step, &tb));
   snprintf(tb.run, sizeof tb.run, "%s", cb->name);
-  dlc_first_divergent_layer(tol, &ta, &tb, step, v);
-  dlc_trace_free(&ta);
+  dl_status s = dlc_locate_layer_against(tol, ca, oa, &tb, step, v);
   dlc_trace_free(&tb);
-  return DL_OK;
+  return s;
 }

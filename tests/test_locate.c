@@ -142,6 +142,56 @@ static void trace_case(inject changed, const char *layer, int64_t at) {
   rmdir(p.workdir);
 }
 
+/* A golden (the plain run, statistics at every step as dlcheck record
+ * keeps them, through the file) and the changed run trained again against
+ * it: what a failed golden comparison does (execute.c). */
+static void golden_case(inject changed, int64_t step, const char *layer, int64_t at) {
+  pair p;
+  make_pair(&p, changed, 0);
+  dlc_trace golden, saved, run;
+  dlc_run_options every = p.oa;
+  every.stats_from = 0;
+  every.stats_to = INT64_MAX;
+  train(&p.ca, &every, &saved);
+  char path[64];
+  snprintf(path, sizeof path, "%s/golden.h5", p.workdir);
+  assert_int_equal(dlc_trace_save(path, &saved, NULL), DL_OK);
+  assert_int_equal(dlc_trace_load(path, &golden, NULL), DL_OK);
+  unlink(path);
+  assert_int_equal(golden.nstats, saved.nstats);
+  snprintf(golden.run, sizeof golden.run, "golden");
+  train(&p.cb, &p.ob, &run);
+  assert_int_equal(dlc_first_digest_step(&run, &golden, NULL), step);
+  p.changed.optim_calls = 0;
+  dlc_verdict v;
+  dlc_verdict_init(&v, "golden", "", "");
+  dlc_tolerance exact = dlc_tolerance_bitwise();
+  assert_int_equal(dlc_locate_layer_against(&exact, &p.cb, &p.ob, &golden, step, &v), DL_OK);
+  expect_layer(&v, layer, at);
+  assert_non_null(strstr(v.evidence, "(golden) vs"));
+  /* A golden without statistics there (recorded before they were kept; the
+   * full run has them at its first and last steps only): says so, and
+   * names nothing. */
+  dlc_verdict_init(&v, "golden", "", "");
+  if (step == 0) step = 1;
+  assert_int_equal(dlc_locate_layer_against(&exact, &p.cb, &p.ob, &run, step, &v), DL_OK);
+  assert_string_equal(v.layer, "");
+  assert_non_null(strstr(v.evidence, "cannot be named"));
+  dlc_trace_free(&saved);
+  dlc_trace_free(&golden);
+  dlc_trace_free(&run);
+  rmdir(p.workdir);
+}
+
+static void reordered_layer_golden(void **state) {
+  (void)state;
+  golden_case((inject){.reverse_classifier = true}, 0, "7 (linear)", 0);
+}
+static void nudged_weights_golden(void **state) {
+  (void)state;
+  golden_case((inject){.nudge = true}, 5, "4 (conv2d)", 6);
+}
+
 static void reordered_layer_engine(void **state) {
   (void)state;
   engine_case((inject){.reverse_classifier = true}, 0, "7 (linear)", 0);
@@ -165,6 +215,8 @@ int main(void) {
       cmocka_unit_test(reordered_layer_traces),
       cmocka_unit_test(nudged_weights_engine),
       cmocka_unit_test(nudged_weights_traces),
+      cmocka_unit_test(reordered_layer_golden),
+      cmocka_unit_test(nudged_weights_golden),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

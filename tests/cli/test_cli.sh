@@ -283,5 +283,26 @@ expect 0 "record --repeat-from traces" "$DLCHECK" record --repeat-from "$GOLDEN/
   "$WORK/cal/small/cpu.h5" "$GOLDEN/small/cpu.h5" --out "$WORK/from.h5"
 contains "calibrated from traces" "calibrated from 3 traces"
 
+# A failed golden comparison names the first divergent layer: the run is
+# trained again up to the step where it parts from the golden and compared
+# with the statistics the golden keeps at every step. lr changed by 0.1%:
+# step 0 is the same, the optimizer step differs, layer 1 reads it first.
+mkdir -p "$WORK/drift" && cp -r "$WORK/small" "$WORK/drift/small"
+sed -i 's/lr: 0.1,/lr: 0.1001,/' "$WORK/drift/small/scenario.yaml"
+layer_named() { # $1 what, $2 report folder
+  if grep -qF 'First divergent layer: 1 (linear) (forward) at step 1' "$2/report.json" &&
+    grep -qF '"layer": "1 (linear)"' "$2/report.json"; then ok "$1"; else bad "$1" "$2/report.json"; fi
+}
+expect 1 "a changed lr fails the single golden" "$DLCHECK" run --golden-dir "$GOLDEN" \
+  --out "$WORK/drift_single" "$WORK/drift/small"
+layer_named "names the layer (single golden)" "$WORK/drift_single"
+expect 1 "a changed lr fails the calibrated golden" "$DLCHECK" run --golden-dir "$WORK/cal" \
+  --out "$WORK/drift_cal" "$WORK/drift/small"
+layer_named "names the layer (calibrated golden)" "$WORK/drift_cal"
+grep -q '"outside": true' "$WORK/drift_cal/report.json" &&
+  ok "report.json marks the quantities outside the envelope" || bad "report.json outside" "$WORK/drift_cal/report.json"
+grep -q 'class="outside"' "$WORK/drift_cal/report.html" &&
+  ok "report.html rings the steps outside the band" || bad "report.html outside" "$WORK/drift_cal/report.html"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
