@@ -319,13 +319,11 @@ class Recorder:
                    None: the norm observe_grads() measured in this step,
                    else the norm of .grad now (the same as grad_norm_clipped:
                    right when you do not clip)
-        TypeError for a loss that is not a real scalar, ValueError for a
-        non-finite one, RuntimeError when no parameter has a .grad; nothing
-        is recorded then."""
+        An inf or NaN loss is recorded as it is: a diverging run is what the
+        nonfinite check locates (pitfall N1), so it must reach the trace.
+        TypeError for a loss that is not a real scalar, RuntimeError when no
+        parameter has a .grad; nothing is recorded then."""
         value = _as_float("loss", loss)
-        if not math.isfinite(value):
-            raise ValueError(f"step {self.steps}: the loss is {value}; dlcheck records finite "
-                             "losses (a diverged run: check where it went non-finite)")
         norm_given = None if grad_norm is None else _as_float("grad_norm", grad_norm)
         grads = self._grads()
         if not grads:
