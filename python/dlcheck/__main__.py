@@ -1,6 +1,7 @@
 """python -m dlcheck COMMAND: command-line tools of the Python package.
 
     env [--json]    this process's environment fingerprint (PyTorch included)
+    audit ADAPTER   pitfall audit of a team's training code (docs/audit.md)
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Optional, Sequence
 
 from . import __version__
 from .envinfo import fingerprint
+from .audit.cli import main as audit_main
 from .tracefile import env_to_json
 
 
@@ -39,10 +41,19 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--json", action="store_true",
                      help="one JSON object, as stored in a trace's env_fingerprint")
     env.set_defaults(func=cmd_env)
+    # The audit parses its own options (python -m dlcheck audit --help).
+    audit = commands.add_parser(
+        "audit", add_help=False, help="audit a team's PyTorch training code for the "
+        "catalogue's pitfalls (python -m dlcheck audit --help)")
+    audit.add_argument("args", nargs=argparse.REMAINDER)
+    audit.set_defaults(func=lambda args: audit_main(args.args))
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["audit"]:  # its options, --help included, are the audit's own
+        return audit_main(argv[1:])
     args = build_parser().parse_args(argv)
     return args.func(args)
 
