@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import os
 import socket
 import time
 import traceback
+from types import SimpleNamespace
 from typing import Any, Iterator
 
 import torch
@@ -80,10 +82,12 @@ def _rank_main(rank: int, source: str, work: str, port: int, scenario: str, seed
             r.train(steps)
             r.save()
             r.close()
+            result = {"grads0": r.grads[0] if r.grads else None, "eval": ev,
+                      "nonfinite": r.nonfinite.describe() if r.nonfinite else None}
+            del r  # DDP's reducer goes before its process group
+            gc.collect()
         if rank == 0:
-            torch.save({"grads0": r.grads[0] if r.grads else None, "eval": ev,
-                        "nonfinite": r.nonfinite.describe() if r.nonfinite else None},
-                       os.path.join(work, "rank0.pt"))
+            torch.save(result, os.path.join(work, "rank0.pt"))
     except AdapterError as e:
         _fail(work, rank, e.function, str(e).split("(): ", 1)[-1])
     except Exception as e:  # the team's code in a process group may fail anywhere
@@ -213,6 +217,10 @@ def run(ctx: Context) -> Family:
                     f"on rank 0 of {WORLD} and {ev[worst]:.6g} in one process."))
         fam.runs["one_process"] = one.save()
         one.close()
+        ctx.runs[ctx.runs.index(one)] = SimpleNamespace(nonfinite=one.nonfinite,
+                                                        autocast=one.autocast)
+        del one  # DDP's reducer goes before its process group
+        gc.collect()
 
     fam.checks += [
         Check("ranks_match_one_process", "equivalence", "one_process", "two_ranks",
