@@ -552,7 +552,8 @@ static dl_status run_repeat(const dlc_scenario *s, const dlc_exec_options *o, in
 static void describe_repeats(const dlc_trace *ref, int n, char *buf, size_t len) {
   if (strcmp(ref->backend, "cpu") == 0)
     snprintf(buf, len, "cpu: the engine's order and perturbation seeds 1..%d (GEMM and "
-             "convolution products in float, summed rotated, blocked or pairwise)", n - 1);
+             "convolution products in float, summed rotated, blocked or pairwise; "
+             "allreduces in ring order rotated by the seed)", n - 1);
   else
     snprintf(buf, len, "%s: %d runs, deterministic and fastest convolution algorithms "
              "alternating", ref->backend, n);

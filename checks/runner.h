@@ -28,8 +28,12 @@ typedef struct dlc_run_options {
   const dl_backend *backend_override;
   /* Calibration (dlcheck record --repeat): not 0, runs on the CPU compute
    * their GEMMs and convolutions on a perturbation backend seeded with it
-   * (engine/perturb.h); other devices ignore it. */
+   * (engine/perturb.h) and sum their allreduces in an order it picks
+   * (dl_comm_set_order_seed); other devices ignore it. */
   uint64_t perturb_seed;
+  /* Tests: the allreduce order alone (dl_comm_set_order_seed) when not 0;
+   * 0: perturb_seed's on the CPU. */
+  uint64_t allreduce_seed;
   /* The first-divergent-layer search (locate.h): layer statistics also at
    * steps stats_from .. stats_to - 1 (an empty range: none), and training
    * stops after stop_after steps (0: the run's own count). */

@@ -128,6 +128,11 @@ dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank) {
                  pc->init_scale, pc->growth_factor, pc->backoff_factor, pc->growth_interval);
   DL_TRY(make_schedule(r));
   dlc_device device = dlc_run_device(r->cfg, sh->opt->device);
+  /* A CPU calibration repeat also sums the allreduce in another order (set
+   * on every run: an external handle outlives it). */
+  uint64_t order = sh->opt->allreduce_seed;
+  if (!order && device == DLC_DEVICE_CPU) order = sh->opt->perturb_seed;
+  dl_comm_set_order_seed(r->comm, order);
   if (sh->opt->backend_override) {
     r->backend = (dl_backend *)sh->opt->backend_override;
   } else if (sh->opt->perturb_seed && device == DLC_DEVICE_CPU) {

@@ -81,6 +81,7 @@ typedef struct sum_case {
   int64_t n;
   dl_reduce_mode mode;
   bool arrival;
+  uint64_t order_seed;
 } sum_case;
 
 static dl_status do_allreduce(rank_ctx *r) {
@@ -88,6 +89,7 @@ static dl_status do_allreduce(rank_ctx *r) {
   memcpy(k->out[r->rank], k->in[r->rank], (size_t)k->n * sizeof(float));
   dl_comm_set_reduce_mode(r->c, k->mode);
   dl_comm_set_arrival_order(r->c, k->arrival);
+  dl_comm_set_order_seed(r->c, k->order_seed);
   return dl_comm_allreduce_sum(r->c, k->out[r->rank], k->n);
 }
 
@@ -171,6 +173,45 @@ static void test_allreduce_native_within_bound(void **state) {
     }
     if (W >= 3) assert_true(differ > 0);
     free(k);
+  }
+}
+
+/* Calibration orders (dl_comm_set_order_seed): element i of the chunk
+ * rank o sums is added in ring order starting seed % W + 1 ranks after
+ * o, in either mode; every rank gets the same bits; seeds give different
+ * bits at W = 4, and the same ones at W = 2 (a + b = b + a). Seed 0 is the
+ * mode's own order. */
+static void seeded_sum(const sum_case *k, int W, uint64_t seed, float *ref) {
+  for (int o = 0; o < W; o++)
+    for (int64_t i = k->n * o / W; i < k->n * (o + 1) / W; i++) {
+      float acc = 0.0f;
+      for (int j = 0; j < W; j++) acc += k->in[(o + (int)(seed % (uint64_t)W) + 1 + j) % W][i];
+      ref[i] = acc;
+    }
+}
+
+static void test_allreduce_order_seed(void **state) {
+  (void)state;
+  for (int W = 2; W <= 4; W += 2) {
+    float first[N];
+    int seeds_differ = 0;
+    for (uint64_t seed = 0; seed <= 3; seed++) {
+      sum_case *k = new_case(W, N, seed == 2 ? DL_REDUCE_NATIVE : DL_REDUCE_ORDERED, 31u);
+      k->order_seed = seed;
+      rank_ctx ctx[MAX_W];
+      run_ranks(W, do_allreduce, k, 0, ctx);
+      float ref[N];
+      if (seed) seeded_sum(k, W, seed, ref);
+      else rank_order_sum(k, W, ref);
+      for (int r = 0; r < W; r++) {
+        assert_int_equal(ctx[r].s, DL_OK);
+        assert_memory_equal(k->out[r], ref, N * sizeof(float));
+      }
+      if (seed == 0) memcpy(first, ref, sizeof first);
+      else seeds_differ += memcmp(first, ref, sizeof first) != 0;
+      free(k);
+    }
+    assert_int_equal(seeds_differ, W == 2 ? 0 : 3);
   }
 }
 
@@ -515,6 +556,7 @@ int main(void) {
       cmocka_unit_test(test_data_is_order_sensitive),
       cmocka_unit_test(test_allreduce_native_within_bound),
       cmocka_unit_test(test_allreduce_arrival_order),
+      cmocka_unit_test(test_allreduce_order_seed),
       cmocka_unit_test(test_broadcast_every_root),
       cmocka_unit_test(test_allgather),
       cmocka_unit_test(test_barrier),

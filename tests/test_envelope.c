@@ -10,8 +10,9 @@
  *     step skipped (step 5).
  * Each prints its distance from the envelope (in half-widths of the
  * repeats' band, 4 to pass). Also: the envelope survives the golden file
- * (save, load, same numbers), a perturbation seed repeats bit for bit, and
- * an old-style golden reads as "single". */
+ * (save, load, same numbers), a perturbation seed repeats bit for bit, an
+ * old-style golden reads as "single", and a data-parallel calibration
+ * (4 ranks) covers a run whose allreduce alone sums in another order. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,13 +43,20 @@ static dlc_run_config cpu_run(void) {
   return scn->runs[i];
 }
 
-static void run(const dlc_run_config *c, uint64_t seed, const dl_backend *b, dlc_trace *t) {
+/* Run c of scenario s with options o, in a fresh work folder. */
+static void run_as(const dlc_scenario *s, const dlc_run_config *c, dlc_run_options o,
+                   dlc_trace *t) {
   char workdir[] = "/tmp/dlcheck-env-XXXXXX";
   assert_non_null(mkdtemp(workdir));
-  dlc_run_options o = {.root = DL_SOURCE_DIR, .scenario = scn->name, .workdir = workdir,
-                       .backend_override = b, .perturb_seed = seed};
+  o.root = DL_SOURCE_DIR;
+  o.scenario = s->name;
+  o.workdir = workdir;
   if (dlc_run(c, &o, t) != DL_OK) fail_msg("%s", dl_last_error());
   rmdir(workdir);
+}
+
+static void run(const dlc_run_config *c, uint64_t seed, const dl_backend *b, dlc_trace *t) {
+  run_as(scn, c, (dlc_run_options){.backend_override = b, .perturb_seed = seed}, t);
 }
 
 static int setup(void **state) {
@@ -196,6 +204,53 @@ static void envelope_survives_the_file(void **state) {
   rmdir(dir);
 }
 
+/* Data parallel: ddp_equiv's run over 4 ranks (batch 24 each; with 2
+ * ranks every allreduce order gives the same bits, a + b = b + a), 12
+ * steps. Its calibration's repeats also sum the allreduce in other orders
+ * (ring orders rotated by the seed, dl_comm_set_order_seed), so a run
+ * whose only change is the allreduce order, NCCL's ring or tree choice,
+ * passes: it differs from the reference, inside the envelope. */
+static void allreduce_order_covered(void **state) {
+  (void)state;
+  dlc_scenario *ddp = NULL;
+  if (dlc_scenario_load(&ddp, DL_SOURCE_DIR "/scenarios/ddp_equiv") != DL_OK)
+    fail_msg("%s", dl_last_error());
+  int i = dlc_scenario_find_run(ddp, "ddp");
+  assert_true(i >= 0);
+  dlc_run_config c = ddp->runs[i];
+  c.parallel.world = 4;
+  c.data.batch = 24;
+  c.steps = 12;
+  dlc_trace reps[REPEATS], t, same;
+  for (int k = 0; k < REPEATS; k++) run_as(ddp, &c, (dlc_run_options){.perturb_seed = (uint64_t)k}, &reps[k]);
+  dlc_envelope e;
+  if (dlc_envelope_build(reps, REPEATS, DLC_ENVELOPE_WIDEN_DEFAULT, "ddp", &e))
+    fail_msg("%s", dl_last_error());
+  for (int k = 0; k < e.nfinals; k++)
+    if (strncmp(e.finals[k].name, "param/", 6) == 0)
+      printf("  4 ranks: %-14s spread %.3g, %.0f ulp\n", e.finals[k].name,
+             e.finals[k].v[DLC_FIN_SPREAD], e.finals[k].v[DLC_FIN_MAX_ULP]);
+  for (uint64_t seed = 1; seed <= 3; seed++) {
+    run_as(ddp, &c, (dlc_run_options){.allreduce_seed = seed}, &t);
+    run_as(ddp, &c, (dlc_run_options){.allreduce_seed = seed}, &same);
+    dlc_verdict v;
+    dlc_verdict_init(&v, "golden", "", "");
+    assert_int_equal(dlc_envelope_check(&e, &reps[0], &t, &v), DL_OK);
+    printf("allreduce order seed %llu alone (4 ranks)  %s: distance %.3g\n",
+           (unsigned long long)seed, dlc_verdict_name(v.kind), v.value);
+    assert_int_equal(v.kind, DLC_PASS);
+    assert_true(v.value > 0); /* the order changed the bits */
+    const dl_tensor *a = dlc_trace_final(&t, "param/1.weight"), *b = dlc_trace_final(&same, "param/1.weight");
+    assert_non_null(a);
+    assert_memory_equal(a->data, b->data, dl_tensor_bytes(a)); /* an order, not noise */
+    dlc_trace_free(&t);
+    dlc_trace_free(&same);
+  }
+  dlc_envelope_free(&e);
+  for (int k = 0; k < REPEATS; k++) dlc_trace_free(&reps[k]);
+  dlc_scenario_free(ddp);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(other_orders_pass),
@@ -205,6 +260,7 @@ int main(void) {
       cmocka_unit_test(tf32_fails),
       cmocka_unit_test(skipped_step_fails),
       cmocka_unit_test(envelope_survives_the_file),
+      cmocka_unit_test(allreduce_order_covered),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

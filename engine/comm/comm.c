@@ -22,6 +22,7 @@ const char *dl_comm_backend(const dl_comm *c) { return c->ops->name; }
 void dl_comm_set_arrival_order(dl_comm *c, bool on) { c->arrival_order = on; }
 void dl_comm_set_reduce_mode(dl_comm *c, dl_reduce_mode m) { c->mode = m; }
 dl_reduce_mode dl_comm_reduce_mode(const dl_comm *c) { return c->mode; }
+void dl_comm_set_order_seed(dl_comm *c, uint64_t seed) { c->order_seed = seed; }
 double dl_comm_timeout(const dl_comm *c) { return c->timeout_s; }
 
 dl_status dl_comm_set_timeout(dl_comm *c, double seconds) {

@@ -58,6 +58,16 @@ typedef enum dl_reduce_mode { DL_REDUCE_ORDERED = 0, DL_REDUCE_NATIVE } dl_reduc
 void dl_comm_set_reduce_mode(dl_comm *c, dl_reduce_mode m);
 dl_reduce_mode dl_comm_reduce_mode(const dl_comm *c);
 
+/* Calibration (dlcheck record --repeat, engine/perturb.h): seed != 0 makes
+ * the local backend sum every chunk in ring order rotated by seed % W
+ * ranks past the native one, whatever the mode, standing in for the other
+ * orders NCCL and MPI pick by size, topology and version; 0 (the default)
+ * leaves the mode's order. The seed fixes the order, so a calibration
+ * repeats bit for bit. With two ranks every order gives the same bits
+ * (a + b = b + a): only worlds of 3 and more vary. mpi and nccl ignore it
+ * (their order is the library's). */
+void dl_comm_set_order_seed(dl_comm *c, uint64_t seed);
+
 /* Seconds a collective waits for the other ranks (> 0, at most 1e6).
  * Default: DLCHECK_COMM_TIMEOUT from the environment, else 60. */
 dl_status dl_comm_set_timeout(dl_comm *c, double seconds);

@@ -24,6 +24,7 @@ struct dl_comm {
   int rank, world;
   bool arrival_order;
   dl_reduce_mode mode;
+  uint64_t order_seed; /* dl_comm_set_order_seed; 0: none */
   double timeout_s;
   int64_t seq; /* collectives entered so far: #seq names the current one */
   void *impl;

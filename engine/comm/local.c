@@ -116,7 +116,9 @@ static dl_status local_allreduce(dl_comm *c, float *buf, int64_t n) {
     return dl_fail(DL_ERR_NOMEM, "allreduce: out of memory (rank %d)", c->rank);
   }
   for (int r = 0; r < W; r++) src[r] = (const float *)g->slot[r] + lo;
-  if (c->mode == DL_REDUCE_NATIVE) dl_comm_ring_order(order, W, c->rank);
+  if (c->order_seed) /* a calibration repeat: another library's order */
+    dl_comm_ring_order(order, W, (int)((c->rank + c->order_seed % (uint64_t)W) % (uint64_t)W));
+  else if (c->mode == DL_REDUCE_NATIVE) dl_comm_ring_order(order, W, c->rank);
   else if (c->arrival_order) dl_comm_clock_order(order, W, g->arrival);
   else
     for (int k = 0; k < W; k++) order[k] = k;
