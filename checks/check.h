@@ -18,7 +18,7 @@ typedef dl_status (*dlc_check_fn)(const dlc_check_spec *spec,
 typedef struct dlc_check_kind {
   const char *kind;   /* "equivalence" */
   const char *doc;    /* one line for `dlcheck list --checks` and errors */
-  bool needs_two;     /* reads runs a and b (else only a) */
+  int runs;           /* the runs it reads: 2 (a and b), 1 (a) or 0 (none) */
   dlc_check_fn fn;
 } dlc_check_kind;
 

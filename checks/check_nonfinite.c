@@ -57,7 +57,11 @@ dl_status dlc_check_nonfinite(const dlc_check_spec *spec, const dlc_trace *trace
     dlc_evidence(v, "Gradient norm first non-finite at step %lld. ", (long long)norm_step);
   if (v->step < 0) v->step = loss_step >= 0 ? loss_step : norm_step;
   if (bad_params) dlc_evidence(v, "%d parameter tensors end non-finite. ", bad_params);
-  if (!located) dlc_evidence(v, "Record layer statistics (stats_every: 1) to locate the layer. ");
-  dlc_evidence(v, "Clip gradients (clip: {max_norm: ...}) or lower the learning rate.");
+  if (!located)
+    dlc_evidence(v, "Record layer statistics at every step to locate the layer (scenario: "
+                    "stats_every: 1; recorder: Recorder(..., stats_every=1)). ");
+  dlc_evidence(v, "Clip gradients (scenario: clip: {max_norm: ...}; PyTorch: "
+                  "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)) or lower the "
+                  "learning rate.");
   return DL_OK;
 }

@@ -8,17 +8,20 @@ static const dlc_check_kind kinds[] = {
     {"equivalence",
      "runs a and b agree on the quantities (loss and other series, params, buffers, grads) "
      "within the tolerance",
-     true, dlc_check_equivalence},
-    {"metric_max", "metric quantities[0] of run a is at most threshold", false, dlc_check_metric_max},
-    {"metric_min", "metric quantities[0] of run a is at least threshold", false, dlc_check_metric_min},
+     2, dlc_check_equivalence},
+    {"metric_max", "metric quantities[0] of run a is at most threshold", 1, dlc_check_metric_max},
+    {"metric_min", "metric quantities[0] of run a is at least threshold", 1, dlc_check_metric_min},
     {"metric_increase",
-     "metric quantities[0] of run b exceeds run a's by at most threshold", true,
+     "metric quantities[0] of run b exceeds run a's by at most threshold", 2,
      dlc_check_metric_increase},
     {"frozen",
      "every parameter of run a changed, and none far less than the others (ratio threshold)",
-     false, dlc_check_frozen},
+     1, dlc_check_frozen},
     {"nonfinite", "run a has no inf/NaN in its loss, layer outputs, gradients or parameters",
-     false, dlc_check_nonfinite},
+     1, dlc_check_nonfinite},
+    {"not_tested",
+     "reads no run: reported as skipped with its reason (what could not be tested, and why)",
+     0, dlc_check_not_tested},
 };
 
 const dlc_check_kind *dlc_check_kind_find(const char *kind) {

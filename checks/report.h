@@ -12,6 +12,7 @@
  *   { "format": "dlcheck-report", "format_version": 1,
  *     "environment": <env_json as passed, or null>,
  *     "summary": { "scenarios", "passed", "failed", "skipped", "ok", "seconds" },
+ *     "catalogue": { ID: { "mistake", "effect", "fix" } } (the IDs any check names),
  *     "scenarios": [ {
  *       "name", "description", "backend", "ok",
  *       "checks": [ VERDICT... ],
@@ -32,8 +33,9 @@
  *       "timing": { "seconds", "checks_seconds" } } ] }
  *   VERDICT = { "name", "verdict", "evidence", "step", "tensor", "layer",
  *               "max_abs", "max_rel", "max_ulp", "value", "threshold",
- *               "seconds" }
- *   "verdict" is "pass", "fail", "expected_divergence" or "error". Numbers
+ *               "seconds", "catalogue": [ ID... ] }
+ *   "verdict" is "pass", "fail", "expected_divergence", "error" or
+ *   "not_tested" (a not_tested check: counted as skipped). Numbers
  *   that do not apply (NaN, step -1, empty tensor/layer) and non-finite
  *   numbers are null; doubles are written with the fewest digits that read
  *   back to the same double. */
@@ -101,7 +103,8 @@ void dlc_utf8_put(FILE *f, uint32_t cp);
  * other control characters, which XML 1.0 forbids, as U+FFFD). */
 void dlc_xml_text(FILE *f, const char *s, bool attribute);
 
-/* The short label of a verdict in reports: "PASS", "FAIL", "EXPECTED", "ERROR". */
+/* The short label of a verdict in reports: "PASS", "FAIL", "EXPECTED", "ERROR",
+ * "SKIP". */
 const char *dlc_report_label(dlc_verdict_kind k);
 /* Counts over all results: passed (pass, expected divergence, pitfall
  * caught), failed (fail, error, pitfall missed), skipped (no golden). */

@@ -31,6 +31,7 @@ static const char *kind_class(dlc_verdict_kind k) {
   case DLC_FAIL: return "fail";
   case DLC_EXPECTED_DIVERGENCE: return "expected";
   case DLC_ERROR: return "error";
+  case DLC_SKIP: return "skip";
   }
   return "error";
 }

@@ -5,6 +5,8 @@
 
 #include "report.h"
 
+#include "catalogue.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -201,6 +203,7 @@ static const char *verdict_key(dlc_verdict_kind k) {
   case DLC_FAIL: return "fail";
   case DLC_EXPECTED_DIVERGENCE: return "expected_divergence";
   case DLC_ERROR: return "error";
+  case DLC_SKIP: return "not_tested";
   }
   return "unknown";
 }
@@ -351,6 +354,31 @@ static dl_status environment(jw *w, const char *env_json) {
   return DL_OK;
 }
 
+/* Whether a check of any result names catalogue ID `id`. */
+static bool id_named(const dlc_scenario_result *results, int n, const char *id) {
+  for (int i = 0; i < n; i++)
+    for (int c = 0; c < results[i].nchecks; c++)
+      for (int k = 0; k < results[i].checks[c].ncatalogue; k++)
+        if (strcmp(results[i].checks[c].catalogue[k], id) == 0) return true;
+  return false;
+}
+
+/* The catalogue entries the checks name, so that a reader of the report
+ * (a dashboard, the audit's summary) needs no other source. */
+static void catalogue_object(jw *w, const dlc_scenario_result *results, int n) {
+  jw_open(w, "catalogue", '{');
+  for (int i = 0; i < dlc_catalogue_count(); i++) {
+    const dlc_pitfall_entry *p = dlc_catalogue_at(i);
+    if (!id_named(results, n, p->id)) continue;
+    jw_open(w, p->id, '{');
+    jw_str(w, "mistake", p->mistake);
+    jw_str(w, "effect", p->effect);
+    jw_str(w, "fix", p->fix);
+    jw_close(w, '}');
+  }
+  jw_close(w, '}');
+}
+
 static dl_status write_json(FILE *f, const dlc_scenario_result *results, int n,
                             const char *env_json) {
   jw w = {.f = f, .first = true};
@@ -375,6 +403,7 @@ static dl_status write_json(FILE *f, const dlc_scenario_result *results, int n,
   jw_bool(&w, "ok", ok);
   jw_num(&w, "seconds", seconds);
   jw_close(&w, '}');
+  catalogue_object(&w, results, n);
   jw_open(&w, "scenarios", '[');
   for (int i = 0; i < n; i++) scenario_object(&w, &results[i]);
   jw_close(&w, ']');

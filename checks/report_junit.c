@@ -84,6 +84,12 @@ static void system_out(FILE *f, const char *prefix, const dlc_verdict *v) {
   fputs("</system-out>\n", f);
 }
 
+static void skipped(FILE *f, const char *message) {
+  fputs("      <skipped", f);
+  attr(f, "message", message);
+  fputs("/>\n", f);
+}
+
 static void verdict_case(FILE *f, const char *scenario, const char *name, const dlc_verdict *v) {
   open_case(f, scenario, name, v->seconds);
   switch (v->kind) {
@@ -91,6 +97,7 @@ static void verdict_case(FILE *f, const char *scenario, const char *name, const 
   case DLC_ERROR: problem(f, "error", "ERROR", v->evidence, v); break;
   case DLC_EXPECTED_DIVERGENCE: system_out(f, "expected divergence: ", v); break;
   case DLC_PASS: system_out(f, "", v); break;
+  case DLC_SKIP: skipped(f, v->evidence); break;
   }
   fputs("    </testcase>\n", f);
 }
@@ -103,9 +110,8 @@ static void golden_case(FILE *f, const dlc_scenario_result *r) {
   open_case(f, r->scenario, "golden", 0);
   char how[DLC_NAME_MAX + 64];
   snprintf(how, sizeof how, "no golden: record with dlcheck record scenarios/%s", r->scenario);
-  fputs("      <skipped", f);
-  attr(f, "message", r->golden.evidence[0] ? r->golden.evidence : how);
-  fputs("/>\n    </testcase>\n", f);
+  skipped(f, r->golden.evidence[0] ? r->golden.evidence : how);
+  fputs("    </testcase>\n", f);
 }
 
 static void pitfall_case(FILE *f, const char *scenario, const dlc_pitfall_outcome *p) {
@@ -138,6 +144,7 @@ static counts count_scenario(const dlc_scenario_result *r) {
   for (int i = 0; i < r->nchecks; i++) {
     c.failures += r->checks[i].kind == DLC_FAIL;
     c.errors += r->checks[i].kind == DLC_ERROR;
+    c.skipped += r->checks[i].kind == DLC_SKIP;
   }
   if (!r->golden_present) c.skipped++;
   else {

@@ -17,6 +17,7 @@ const char *dlc_report_label(dlc_verdict_kind k) {
   case DLC_FAIL: return "FAIL";
   case DLC_EXPECTED_DIVERGENCE: return "EXPECTED";
   case DLC_ERROR: return "ERROR";
+  case DLC_SKIP: return "SKIP";
   }
   return "?";
 }
@@ -24,19 +25,19 @@ const char *dlc_report_label(dlc_verdict_kind k) {
 static const char *kind_colour(dlc_verdict_kind k) {
   switch (k) {
   case DLC_PASS: return GREEN;
-  case DLC_EXPECTED_DIVERGENCE: return YELLOW;
+  case DLC_EXPECTED_DIVERGENCE:
+  case DLC_SKIP: return YELLOW;
   default: return RED;
   }
 }
 
-static bool kind_ok(dlc_verdict_kind k) {
-  return k == DLC_PASS || k == DLC_EXPECTED_DIVERGENCE;
-}
-
 static void count_one(const dlc_scenario_result *r, int *passed, int *failed, int *skipped) {
-  for (int i = 0; i < r->nchecks; i++) ++*(kind_ok(r->checks[i].kind) ? passed : failed);
+  for (int i = 0; i < r->nchecks; i++) {
+    dlc_verdict_kind k = r->checks[i].kind;
+    ++*(k == DLC_SKIP ? skipped : dlc_verdict_ok(k) ? passed : failed);
+  }
   if (!r->golden_present) ++*skipped;
-  else ++*(kind_ok(r->golden.kind) ? passed : failed);
+  else ++*(dlc_verdict_ok(r->golden.kind) ? passed : failed);
   for (int i = 0; i < r->npitfalls; i++) ++*(r->pitfalls[i].caught ? passed : failed);
 }
 

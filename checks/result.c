@@ -9,17 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool verdict_ok(dlc_verdict_kind k) {
-  return k == DLC_PASS || k == DLC_EXPECTED_DIVERGENCE;
-}
-
 /* A missing golden is not a failure: the scenario has simply not been
  * recorded yet (reports show it as skipped, with how to record one). A
  * golden that exists must match. */
 bool dlc_result_ok(const dlc_scenario_result *r) {
   for (int i = 0; i < r->nchecks; i++)
-    if (!verdict_ok(r->checks[i].kind)) return false;
-  if (r->golden_present && !verdict_ok(r->golden.kind)) return false;
+    if (!dlc_verdict_ok(r->checks[i].kind)) return false;
+  if (r->golden_present && !dlc_verdict_ok(r->golden.kind)) return false;
   for (int i = 0; i < r->npitfalls; i++)
     if (!r->pitfalls[i].caught) return false;
   return true;

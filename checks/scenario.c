@@ -605,13 +605,14 @@ static dl_status parse_catalogue(void *ctx, const yu_val *v, const yu_field *f, 
 static const yu_field check_fields[] = {
     CSTR("name", name, true),
     CSTR("kind", kind, true),
-    CSTR("a", a, true),
+    CSTR("a", a, false),
     CSTR("b", b, false),
     {.key = "quantities", .type = YU_CUSTOM, .parse = parse_quantities},
     {.key = "tolerance", .type = YU_CUSTOM, .parse = parse_tolerance},
     {CF("threshold", YU_F64, threshold)},
     {CF("expect_divergence", YU_BOOL, expect_divergence)},
     {.key = "catalogue", .type = YU_CUSTOM, .parse = parse_catalogue},
+    {CF("reason", YU_STR, reason), .size = MSIZE(dlc_check_spec, reason)},
 };
 
 static dl_status unknown_kind(const yu_val *v, const char *kind) {
@@ -626,21 +627,35 @@ static dl_status unknown_kind(const yu_val *v, const char *kind) {
   return yu_fail(v, DL_ERR_INVALID, "unknown check kind '%s'; expected one of: %s", kind, known);
 }
 
-/* Kind registered, runs named, b exactly when the kind compares two runs. */
+/* Kind registered; a named exactly when the kind reads a run, b exactly
+ * when it compares two; a reason exactly for not_tested. */
 static dl_status check_refs(const loader *L, const yu_val *item, const dlc_check_spec *c) {
   yu_val v;
   DL_TRY(find_key(item, "kind", &v));
   const dlc_check_kind *k = dlc_check_kind_find(c->kind);
   if (!k) return unknown_kind(&v, c->kind);
-  DL_TRY(find_key(item, "a", &v));
-  DL_TRY(need_run(L, &v, c->a));
+  bool has_a = yu_map_find(item, "a", &v);
+  if (k->runs == 0 && has_a)
+    return yu_fail(&v, DL_ERR_INVALID, "check kind '%s' reads no run; remove a", c->kind);
+  if (k->runs > 0 && !has_a)
+    return yu_fail(item, DL_ERR_FORMAT, "check '%s' of kind '%s' reads a run; add a: RUN",
+                   c->name, c->kind);
+  if (has_a) DL_TRY(need_run(L, &v, c->a));
   bool has_b = yu_map_find(item, "b", &v);
-  if (k->needs_two && !has_b)
+  if (k->runs == 2 && !has_b)
     return yu_fail(item, DL_ERR_FORMAT, "check '%s' of kind '%s' compares two runs; add b: RUN",
                    c->name, c->kind);
-  if (!k->needs_two && has_b)
-    return yu_fail(&v, DL_ERR_INVALID, "check kind '%s' reads one run (a); remove b", c->kind);
-  return has_b ? need_run(L, &v, c->b) : DL_OK;
+  if (k->runs < 2 && has_b)
+    return yu_fail(&v, DL_ERR_INVALID, "check kind '%s' reads %s; remove b", c->kind,
+                   k->runs ? "one run (a)" : "no run");
+  if (has_b) DL_TRY(need_run(L, &v, c->b));
+  bool has_reason = yu_map_find(item, "reason", &v);
+  if (!k->runs && !has_reason)
+    return yu_fail(item, DL_ERR_FORMAT, "check '%s' of kind '%s' says why it is not tested; "
+                   "add reason: TEXT", c->name, c->kind);
+  if (k->runs && has_reason)
+    return yu_fail(&v, DL_ERR_INVALID, "reason belongs to kind not_tested; remove it");
+  return DL_OK;
 }
 
 static dl_status read_check(loader *L, const yu_val *item, int i) {

@@ -13,8 +13,13 @@ const char *dlc_verdict_name(dlc_verdict_kind k) {
   case DLC_FAIL: return "FAIL";
   case DLC_EXPECTED_DIVERGENCE: return "expected divergence";
   case DLC_ERROR: return "ERROR";
+  case DLC_SKIP: return "not tested";
   }
   return "?";
+}
+
+bool dlc_verdict_ok(dlc_verdict_kind k) {
+  return k == DLC_PASS || k == DLC_EXPECTED_DIVERGENCE || k == DLC_SKIP;
 }
 
 void dlc_verdict_init(dlc_verdict *v, const char *check, const char *variant,

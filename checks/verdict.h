@@ -6,16 +6,21 @@
 
 enum { DLC_MAX_CATALOGUE = 8, DLC_CATALOGUE_ID_MAX = 8 };
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef enum {
   DLC_PASS,                /* the invariant holds */
   DLC_FAIL,                /* the invariant is broken: a bug (or a pitfall caught) */
   DLC_EXPECTED_DIVERGENCE, /* differs, and that is expected (G5): reported with its size */
-  DLC_ERROR                /* the check could not run (missing run, bad data) */
+  DLC_ERROR,               /* the check could not run (missing run, bad data) */
+  DLC_SKIP                 /* not tested, and why (a not_tested check): never a pass */
 } dlc_verdict_kind;
 
 const char *dlc_verdict_name(dlc_verdict_kind k); /* "pass", "FAIL", ... */
+/* Nothing wrong was found: pass, an expected divergence, or not tested
+ * (reported as skipped, so it can never hide as a pass). */
+bool dlc_verdict_ok(dlc_verdict_kind k);
 
 typedef struct dlc_verdict {
   char check[DLC_NAME_MAX];   /* the check's name in the scenario */

@@ -477,6 +477,18 @@ static void test_check_catalogue(void **state) {
   dlc_scenario_free(s);
 }
 
+/* not_tested reads no run and carries its reason. */
+static void test_not_tested_check(void **state) {
+  (void)state;
+  dlc_scenario *s = load_mutated("b: other}", "b: other}\n  - {name: ddp, kind: not_tested, "
+                                 "catalogue: [D1], reason: no DDP wrapper given}");
+  assert_int_equal(s->nchecks, 2);
+  assert_string_equal(s->checks[1].kind, "not_tested");
+  assert_string_equal(s->checks[1].reason, "no DDP wrapper given");
+  assert_string_equal(s->checks[1].a, "");
+  dlc_scenario_free(s);
+}
+
 /* The loss section: every key, and a run's override merging into it. */
 static void test_loss_section(void **state) {
   (void)state;
@@ -602,6 +614,14 @@ static const bad_case bad_cases[] = {
      "catalogue ID 'G1' is listed twice"},
     {"b: other}", "b: other, catalogue: []}", DL_ERR_INVALID, "catalogue: []", 0,
      "checks[0].catalogue: expected at least 1 item"},
+    {"b: other}", "b: other}\n  - {name: x, kind: not_tested, a: other, reason: r}",
+     DL_ERR_INVALID, "a: other, reason", 3, "check kind 'not_tested' reads no run; remove a"},
+    {"b: other}", "b: other}\n  - {name: x, kind: not_tested}", DL_ERR_FORMAT,
+     "{name: x", 1, "check 'x' of kind 'not_tested' says why it is not tested; add reason"},
+    {"b: other}", "b: other, reason: why}", DL_ERR_INVALID, "why}", 0,
+     "reason belongs to kind not_tested; remove it"},
+    {"a: reference, b: other}", "b: other}", DL_ERR_FORMAT, "{name: same", 1,
+     "check 'same' of kind 'equivalence' reads a run; add a: RUN"},
     /* wrong types */
     {"lr: 0.1", "lr: abc", DL_ERR_FORMAT, "abc", 0, "optimizer.lr: expected a number, got 'abc'"},
     {"steps: 4", "steps: 2.5", DL_ERR_FORMAT, "2.5", 0, "steps: expected an integer, got '2.5'"},
@@ -890,6 +910,7 @@ int main(void) {
       cmocka_unit_test(test_dependent_defaults),
       cmocka_unit_test(test_loss_section),
       cmocka_unit_test(test_check_catalogue),
+      cmocka_unit_test(test_not_tested_check),
       cmocka_unit_test(test_trace_runs),
       cmocka_unit_test(test_model_needed_by_engine_runs),
       cmocka_unit_test(test_bad_files),

@@ -193,6 +193,17 @@ grep -qF "G2: the loss of each micro-batch is not divided by the accumulation co
   ok "with what it means and its fix" || bad "with what it means and its fix" "$WORK/findings_report/report.json"
 grep -q '"catalogue": \[' "$WORK/findings_report/report.json" && grep -A2 '"catalogue": \[' "$WORK/findings_report/report.json" | grep -q '"G2"' &&
   ok "report.json lists the check's catalogue IDs" || bad "report.json catalogue IDs" "$WORK/findings_report/report.json"
+grep -q '"G2": {' "$WORK/findings_report/report.json" && grep -q '"fix": "(loss / accumulation_steps)' "$WORK/findings_report/report.json" &&
+  ok "report.json carries the catalogue entries its checks name" || bad "report.json catalogue entries" "$WORK/findings_report/report.json"
+# What could not be tested is said, with its reason, and never passes.
+printf '  - {name: no_ddp, kind: not_tested, catalogue: [D1], reason: no DDP wrapper was given}\n' >>"$WORK/findings/scenario.yaml"
+sed -i 's/, bugs: {loss_not_divided: true}}/}/' "$WORK/findings/scenario.yaml"
+expect 0 "a not-tested check does not fail the run" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$WORK/skip_report" "$WORK/findings"
+contains "it is shown as skipped" "SKIP      findings/no_ddp  not tested: no DDP wrapper was given"
+contains "and counted so" "1 passed, 0 failed, 2 skipped"
+grep -q '"verdict": "not_tested"' "$WORK/skip_report/report.json" &&
+  grep -q '<skipped message="not tested: no DDP wrapper was given"' "$WORK/skip_report/junit.xml" &&
+  ok "JSON and JUnit say not tested" || bad "JSON and JUnit say not tested" "$WORK/skip_report/junit.xml"
 grep -q "Fix: (loss / accumulation_steps)" "$WORK/findings_report/junit.xml" &&
   grep -q "Fix: (loss / accumulation_steps)" "$WORK/findings_report/report.html" &&
   ok "JUnit and HTML carry the fix" || bad "JUnit and HTML carry the fix"
