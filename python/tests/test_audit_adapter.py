@@ -158,7 +158,7 @@ def test_summary_names_every_family_and_what_was_not_tested(tmp_path: Path) -> N
     families = {o.family for o in result.outcomes}
     assert families == {"parameters", "accumulation", "inference", "nonfinite", "determinism",
                         "checkpoint", "ddp", "amp"}
-    untested = {o.family: o.evidence for o in result.outcomes if o.verdict == "not tested"}
+    untested = {o.family: o.evidence for o in result.outcomes if o.verdict == "not_tested"}
     assert "evaluate" in untested["inference"] and "save_checkpoint" in untested["checkpoint"]
     assert "wrap_ddp" in untested["ddp"] and "autocast" in untested["amp"]
-    assert all(o.verdict != "not tested" or o.evidence for o in result.outcomes)
+    assert all(o.verdict != "not_tested" or o.evidence for o in result.outcomes)

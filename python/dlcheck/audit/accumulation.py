@@ -84,14 +84,14 @@ def run(ctx: Context) -> Family:
         ]
     else:
         fam.not_tested.append(NotTested(
-            "step-0 gradient diagnosis", ("G2", "G3"),
+            "step0_gradient_diagnosis", ("G2", "G3"),
             "the first step gave the optimizer no gradients (skipped by the scaler?)"))
     fam.checks.append(Check(
         "gradients_zeroed_between_steps", "equivalence", "accumulated", "accumulated_as_written",
         quantities=("loss", "params"), tolerance="bitwise", catalogue=("G1",),
         about="the step zeroes gradients itself: zeroing them before each step changes no bit"))
     fam.not_tested.append(NotTested(
-        "token-level mean per micro-batch", ("G4",),
+        "token_mean_per_micro_batch", ("G4",),
         "needs batches of variable-length token sequences with a mask; the audit does not "
         "build those yet"))
     return fam

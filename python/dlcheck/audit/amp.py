@@ -60,8 +60,8 @@ def watch_clipping(run: Run, counts: list) -> Iterator[None]:
 def run(ctx: Context) -> Family:
     fam = Family("amp", DESCRIPTION)
     s = ctx.settings
-    if not ctx.adapter.has("make_scaler") and not ctx.autocast_seen:
-        fam.not_tested.append(NotTested("every check", ("A1", "A2", "A3"),
+    if not ctx.adapter.has("make_scaler") and ctx.trained and not ctx.autocast_seen:
+        fam.not_tested.append(NotTested("all_checks", ("A1", "A2", "A3"),
                                         "the step uses neither autocast nor a GradScaler"))
         return fam
     fp32 = ctx.recorded(fam.scenario, "fp32", fp32=True)
@@ -76,7 +76,7 @@ def run(ctx: Context) -> Family:
     if not amp.autocast and amp.scaler is None:
         amp.close()
         fam.runs = {}
-        fam.not_tested.append(NotTested("every check", ("A1", "A2", "A3"),
+        fam.not_tested.append(NotTested("all_checks", ("A1", "A2", "A3"),
                                         "the step uses neither autocast nor a scaler"))
         return fam
     rec = amp.rec
@@ -116,7 +116,7 @@ def run(ctx: Context) -> Family:
                   catalogue=("A1",), about="no gradient flushes to zero under AMP"),
         ]
     fam.not_tested.append(NotTested(
-        "static loss scale overflow", ("A3",),
+        "loss_scale_overflow", ("A3",),
         "bfloat16 has float32's exponent range: a CPU run does not overflow; skipped steps "
         "are reported in amp_gradients_match_fp32's evidence"))
     return fam

@@ -6,6 +6,7 @@ finding); 2 the adapter is malformed or one of its functions failed
 (the message names it; no report is written); 3 the C harness is missing."""
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -15,7 +16,8 @@ from typing import Callable, Optional, Sequence, Union
 
 import torch
 
-from . import accumulation, amp, checkpoint, ddp, determinism, harness, inference, nonfinite, parameters, summary
+from . import (accumulation, amp, checkpoint, ddp, determinism, harness, inference, nonfinite,
+               parameters, summary)
 from .adapter import AdapterError, load_adapter
 from .context import Context, package_versions_cached
 from .scenario import Family, NotTested
@@ -104,38 +106,36 @@ def run_audit(adapter: Union[str, os.PathLike, ModuleType], out_dir: Union[str, 
 
 def _audit(ad, out: str, work: str, chosen: list, exe: str, start: float) -> AuditResult:
     """The families, the harness and the summary (run_audit's body)."""
-    done: list[Family] = []
-    skipped: list[Family] = []
+    families: list[Family] = []
     ctx = Context(ad, work)
     for fam_name in chosen:
         fn, pieces, ids = FAMILIES[fam_name]
         why = _needs(ad, pieces)
         t0 = time.monotonic()
         ctx.runs = []
-        fam = Family(fam_name, "") if why else fn(ctx)
-        fam.seconds = time.monotonic() - t0
         if why:
-            fam.not_tested.append(NotTested("every check", ids, why))
+            fam = Family(fam_name, getattr(inspect.getmodule(fn), "DESCRIPTION", ""))
+            fam.not_tested.append(NotTested("all_checks", ids, why))
+        else:
+            fam = fn(ctx)
+        fam.seconds = time.monotonic() - t0
+        ctx.family_done()
         bad = ctx.nonfinite()
         if bad and fam_name != "nonfinite":
-            fam.not_tested += [NotTested(c.name, c.catalogue, f"training went non-finite "
-                                         f"({bad}): see N1") for c in fam.checks]
-            fam.checks, fam.runs = [], {}
-        if any(p is None for p in fam.runs.values()):
-            fam.not_tested.append(NotTested(
-                "every check", tuple(i for c in fam.checks for i in c.catalogue),
-                "a run went non-finite before its first step could be recorded"))
-            fam.checks, fam.runs = [], {}
-        (done if fam.checks else skipped).append(fam)
+            reason = f"training went non-finite ({bad}): see N1"
+            fam.not_tested = ([NotTested(c.name, c.catalogue, reason) for c in fam.checks] or
+                              [NotTested("all_checks", ids, reason)]) + fam.not_tested
+            fam.checks = []
+        families.append(fam)
     report_dir = os.path.join(work, "report")
-    report, _ = harness.evaluate(done, work, report_dir, binary=exe)
-    result = AuditResult(ad.name, 0, out_dir=out)
-    result.outcomes = summary.outcomes(done + skipped, report)
+    report, _ = harness.evaluate(families, work, report_dir, binary=exe)
+    result = AuditResult(ad.name, 0, out_dir=out, catalogue=report["catalogue"])
+    result.outcomes = summary.outcomes(families, report)
     result.findings = summary.findings(result.outcomes)
     failed = any(o.verdict in ("fail", "error") for o in result.outcomes)
     result.exit_code = 1 if failed else 0
     result.seconds = time.monotonic() - start
-    result.text = summary.render(result, harness.catalogue(exe))
+    result.text = summary.render(result)
     with open(os.path.join(report_dir, MARK), "w", encoding="utf-8") as f:
         f.write(result.text)
     _publish(report_dir, out)

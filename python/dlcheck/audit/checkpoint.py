@@ -202,6 +202,6 @@ def run(ctx: Context) -> Family:
         ]
     else:
         fam.not_tested.append(NotTested(
-            "key diagnosis", ("C4", "C5", "C6"),
+            "checkpoint_key_diagnosis", ("C4", "C5", "C6"),
             "torch.load found no state dict (a mapping of names to tensors) in the checkpoint"))
     return fam

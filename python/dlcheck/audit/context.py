@@ -21,6 +21,13 @@ class Context:
     work: str  # the audit's private folder; traces under work/traces
     runs: list = field(default_factory=list)  # the current family's runs
     autocast_seen: bool = False               # an earlier family's step ran under autocast
+    trained: bool = False                     # an earlier family ran the team's step
+
+    def family_done(self) -> None:
+        """Keeps what the current family's runs saw of the step (autocast)."""
+        self.trained = self.trained or bool(self.runs)
+        self.autocast_seen = self.autocast_seen or any(getattr(r, "autocast", False)
+                                                       for r in self.runs)
 
     def nonfinite(self) -> Optional[str]:
         """How the current family's first run that went non-finite did."""

@@ -159,7 +159,7 @@ def run(ctx: Context) -> Family:
     fam = Family("ddp", DESCRIPTION)
     s, ad = ctx.settings, ctx.adapter
     if s.batch_size % WORLD:
-        fam.not_tested.append(NotTested("every check", ("D1", "D2", "D3", "D4", "D5"),
+        fam.not_tested.append(NotTested("all_checks", ("D1", "D2", "D3", "D4", "D5"),
                                         f"batch_size {s.batch_size} is odd"))
         return fam
     if not (ad.accepts("batches", "rank") and ad.accepts("batches", "world_size")):
@@ -251,6 +251,9 @@ def run(ctx: Context) -> Family:
             "gradients_averaged_over_ranks", "metric_min", "one_process",
             quantities=("ddp_step0_distance_from_w_times", "ddp_step0_grads"), threshold=CLOSE,
             catalogue=("D3",), about=f"the reduced gradient is not {WORLD} times one process's"))
+    else:
+        fam.not_tested.append(NotTested("gradients_averaged_over_ranks", ("D3",),
+                                        "the first step gave the optimizer no gradients"))
     if ev is not None and rank0["eval"] is not None:
         fam.checks.append(Check(
             "metric_over_all_ranks", "metric_max", "one_process",
@@ -259,5 +262,5 @@ def run(ctx: Context) -> Family:
     else:
         fam.not_tested.append(NotTested("metric_over_all_ranks", ("D5",),
                                         "the adapter has no evaluate"))
-    fam.not_tested.append(NotTested("padding duplicates", ("D6",), "not measured yet"))
+    fam.not_tested.append(NotTested("no_padding_duplicates", ("D6",), "not measured yet"))
     return fam

@@ -1,6 +1,7 @@
 """Runs the C harness on the audit's scenarios: `dlcheck run --out DIR`
 evaluates every check and writes report.json, junit.xml and report.html;
-the audit reads report.json back."""
+the audit reads report.json back (verdicts, and the catalogue entries
+its checks name: what each mistake is and the line that fixes it)."""
 from __future__ import annotations
 
 import json
@@ -43,20 +44,15 @@ def _run(binary: str, scenarios: str, out: str, timeout: float) -> subprocess.Co
 
 def evaluate(families: list, work: str, out: str, *, binary: Optional[str] = None,
              timeout: float = 120.0) -> tuple[dict[str, Any], str]:
-    """Writes each family's scenario under work/scenarios, runs the harness
-    with its reports into `out`, and returns (report.json, terminal text).
-    Check keys the harness does not know yet (`catalogue`) are left out and
-    the IDs kept on the audit's side."""
+    """Writes each family's scenario under work/scenarios (its checks, and
+    a not_tested check for each it could not run), runs the harness with
+    its reports into `out`, and returns (report.json, terminal text)."""
     exe = find_binary(binary)
     root = os.path.join(work, "scenarios")
-    for with_catalogue in (True, False):
-        for fam in families:
-            scen.write(fam, root, with_catalogue=with_catalogue)
-        r = _run(exe, root, out, timeout)
-        if r.returncode in (0, 1):
-            break
-        if with_catalogue and "'catalogue'" in r.stderr + r.stdout:
-            continue
+    for fam in families:
+        scen.write(fam, root)
+    r = _run(exe, root, out, timeout)
+    if r.returncode not in (0, 1):
         raise HarnessError(f"dlcheck run exited {r.returncode} on the audit's scenarios "
                            f"({root}):\n{(r.stderr or r.stdout).strip()}")
     path = os.path.join(out, "report.json")
@@ -65,23 +61,7 @@ def evaluate(families: list, work: str, out: str, *, binary: Optional[str] = Non
             report = json.load(f)
     except (OSError, ValueError) as e:
         raise HarnessError(f"dlcheck run wrote no readable {path}: {e}") from e
+    if not isinstance(report.get("catalogue"), dict):
+        raise HarnessError(f"{path} has no catalogue: the dlcheck binary {exe} is older than "
+                           f"the audit (rebuild it)")
     return report, r.stdout
-
-
-def catalogue(binary: Optional[str] = None) -> dict[str, dict[str, str]]:
-    """{ID: {"mistake", "fix"}} as `dlcheck list` prints the catalogue
-    (empty when the binary cannot say)."""
-    try:
-        r = subprocess.run([find_binary(binary), "list"], capture_output=True, text=True,
-                           timeout=30, env=dict(os.environ, DLCHECK_NO_CUDA_PROBE="1"))
-    except (HarnessError, OSError, subprocess.SubprocessError):
-        return {}
-    entries: dict[str, dict[str, str]] = {}
-    last = None
-    for line in r.stdout.splitlines():
-        parts = line.split(None, 2)
-        if len(parts) == 3 and parts[0][:1].isupper() and parts[0][1:].isdigit():
-            last = entries.setdefault(parts[0], {"mistake": parts[2], "fix": ""})
-        elif last is not None and line.strip().startswith("fix:"):
-            last["fix"] = line.strip()[4:].strip()
-    return entries

@@ -144,7 +144,7 @@ def run(ctx: Context) -> Family:
     fam.runs["trained"] = r.save()
     r.close()
     if not watch.forwards:
-        fam.not_tested.append(NotTested("every evaluation check", ("M1", "M2", "M3"),
+        fam.not_tested.append(NotTested("evaluation_checks", ("M1", "M2", "M3"),
                                         "evaluate(model) never called the model's forward"))
     else:
         fam.checks += [
@@ -165,6 +165,6 @@ def run(ctx: Context) -> Family:
             quantities=("frozen_buffer_change", "frozen_buffer_change"), threshold=0,
             catalogue=("M4",), about="frozen BatchNorm keeps its running statistics in training"))
     else:
-        fam.not_tested.append(NotTested("frozen BatchNorm stays", ("M4",),
+        fam.not_tested.append(NotTested("frozen_batchnorm_stays", ("M4",),
                                         "the model has no BatchNorm whose parameters are frozen"))
     return fam

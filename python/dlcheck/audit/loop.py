@@ -2,7 +2,7 @@
 optimizer, scaler and batches from the adapter's factories, its
 train_step once per optimizer step, recorded with dlcheck's Recorder, and
 the evidence the checks need kept on the side (the gradients the optimizer
-was given, where the first inf/NaN appeared)."""
+was given, the step whose loss was first inf/NaN)."""
 from __future__ import annotations
 
 import contextlib
@@ -18,9 +18,10 @@ from .adapter import Adapter
 
 @dataclass
 class NonFinite:
-    """Where an inf/NaN first appeared."""
+    """Where an inf/NaN first appeared (the nonfinite family's harness check
+    locates the layer from the recorded layer statistics)."""
     step: int
-    where: str   # "the output of fc1", "the gradient of fc1", "parameter fc1.weight", "the loss"
+    where: str   # "the loss"
 
     def describe(self) -> str:
         return f"first inf/NaN at step {self.step} in {self.where}"
@@ -42,11 +43,6 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     while isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
         model = model.module
     return model
-
-
-def _has_nonfinite(x: Any) -> bool:
-    return isinstance(x, torch.Tensor) and x.is_floating_point() and \
-        not bool(torch.isfinite(x.detach()).all())
 
 
 class Run:
@@ -85,7 +81,6 @@ class Run:
         self.keep_batches = False
         self.nonfinite: Optional[NonFinite] = None
         self.autocast = False  # a forward pass ran under CPU or CUDA autocast
-        self._locating = False
         self._hooks: list[Any] = [self.model.register_forward_pre_hook(self._autocast_hook)]
         self._wrap_optimizer_step()
 
@@ -106,30 +101,6 @@ class Run:
         self.autocast = self.autocast or torch.is_autocast_cpu_enabled() or \
             torch.is_autocast_enabled()
 
-    def locate_nonfinite(self) -> None:
-        """Watch every layer's output and gradient, and the parameters after
-        each step, for the first inf/NaN."""
-        self._locating = True
-        for name, m in self.inner.named_modules():
-            if not any(m.children()):
-                self._hooks.append(m.register_forward_hook(self._nonfinite_hook(name or
-                                                                                type(m).__name__)))
-
-    def _nonfinite_hook(self, layer: str) -> Any:
-        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
-            if self.nonfinite is not None or not isinstance(output, torch.Tensor):
-                return
-            if _has_nonfinite(output):
-                self.nonfinite = NonFinite(self.steps_done, f"the output of {layer} "
-                                           f"({type(module).__name__})")
-            elif output.requires_grad:
-                def grad_hook(g: torch.Tensor) -> None:
-                    if self.nonfinite is None and _has_nonfinite(g):
-                        self.nonfinite = NonFinite(self.steps_done, f"the gradient reaching "
-                                                   f"{layer} ({type(module).__name__})")
-                output.register_hook(grad_hook)
-        return hook
-
     # ---- recording --------------------------------------------------------------------------
 
     def record(self, path: str, run: str, scenario: str, *, stats_every: int = 0,
@@ -139,10 +110,10 @@ class Run:
                             seed=self.seed, stats_every=stats_every, path=path,
                             check_ranks=check_ranks)
 
-    def save(self) -> Optional[str]:
-        """Writes the trace (None when no step could be recorded)."""
-        if self.rec is None or not self.rec.steps:
-            return None
+    def save(self) -> str:
+        """Writes the trace of the recorded steps and returns its path."""
+        if self.rec is None:
+            raise RuntimeError("save() of a run that was not recorded")
         self.rec.close()
         return self.rec.save()
 
@@ -155,8 +126,8 @@ class Run:
         return self.adapter.split(batch, self.accumulation) if self.accumulation > 1 else [batch]
 
     def step(self, *, audit_zero_grad: bool = True, micro: Optional[list] = None) -> Optional[float]:
-        """One optimizer step of the team's train_step; its loss, or None
-        when the loss came out non-finite (nothing recorded then).
+        """One optimizer step of the team's train_step, recorded when the
+        run records; its loss, or None when the loss came out non-finite.
 
         audit_zero_grad  zero every existing .grad first (the reference side:
                          neutral when the step zeroes gradients itself)"""
@@ -171,19 +142,14 @@ class Run:
         with _fp32_autocast(self.adapter) if self.fp32 else contextlib.nullcontext():
             loss = self.adapter.step(self.model, self.optimizer, micro, self.scaler)
         self.grads.append(self._given)
-        if self._locating and self.nonfinite is None:
-            bad = next((n for n, p in self.named if _has_nonfinite(p)), None)
-            if bad is not None:
-                self.nonfinite = NonFinite(self.steps_done, f"parameter {bad} after the update")
+        if self.rec is not None:
+            self._record(loss)  # an inf/NaN loss too: the nonfinite check locates it (N1)
+        self.steps_done += 1
         if not math.isfinite(loss):
             if self.nonfinite is None:
-                self.nonfinite = NonFinite(self.steps_done, "the loss")
-            self.steps_done += 1
+                self.nonfinite = NonFinite(self.steps_done - 1, "the loss")
             return None
         self.losses.append(loss)
-        if self.rec is not None:
-            self._record(loss)
-        self.steps_done += 1
         return loss
 
     def _record(self, loss: float) -> None:

@@ -1,5 +1,7 @@
 """Scenario files whose runs are the audit's traces (`trace:` runs), with
-the checks of scenarios/README.md: one scenario per check family."""
+the checks of scenarios/README.md: one scenario per check family. What a
+family could not run becomes a `not_tested` check with its reason, which
+every harness report shows as skipped (never as passed)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +9,16 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
+
+from ..tracefile import Trace, write_trace
+
 MAX_RUNS, MAX_CHECKS = 8, 16
+#: the harness's limits on a not_tested check's reason and a check's IDs
+MAX_REASON, MAX_IDS = 511, 8
+#: the run of a family's scenario when the family ran nothing (a scenario
+#: needs a run; no check reads this one)
+PLACEHOLDER_RUN = "not_run"
 
 
 @dataclass
@@ -20,7 +31,7 @@ class Check:
     """
     name: str
     kind: str
-    a: str
+    a: Optional[str] = None
     b: Optional[str] = None
     quantities: tuple = ()
     tolerance: Optional[str] = None
@@ -29,9 +40,12 @@ class Check:
     about: str = ""
     expect_divergence: bool = False
     explained_by: tuple = ()   # IDs whose finding explains a FAIL of this (ID-less) check
+    reason: str = ""           # kind not_tested: what could not be tested, and why
 
-    def yaml(self, with_catalogue: bool) -> str:
-        items = [f"name: {self.name}", f"kind: {self.kind}", f"a: {self.a}"]
+    def yaml(self) -> str:
+        items = [f"name: {self.name}", f"kind: {self.kind}"]
+        if self.a:
+            items.append(f"a: {self.a}")
         if self.b:
             items.append(f"b: {self.b}")
         if self.quantities:
@@ -42,17 +56,33 @@ class Check:
             items.append(f"threshold: {self.threshold!r}")
         if self.expect_divergence:
             items.append("expect_divergence: true")
-        if with_catalogue and self.catalogue:
-            items.append(f"catalogue: [{', '.join(self.catalogue)}]")
+        if self.reason:
+            items.append(f"reason: {json.dumps(_shorten(self.reason, MAX_REASON))}")
+        ids = list(dict.fromkeys(self.catalogue))[:MAX_IDS]
+        if ids:
+            items.append(f"catalogue: [{', '.join(ids)}]")
         return "  - {" + ", ".join(items) + "}"
+
+
+def _shorten(text: str, limit: int) -> str:
+    """text in at most `limit` bytes of UTF-8 ("..." at the end when cut)."""
+    if len(text.encode("utf-8")) <= limit:
+        return text
+    while len(text.encode("utf-8")) > limit - 3:
+        text = text[:-1]
+    return text + "..."
 
 
 @dataclass
 class NotTested:
-    """Checks a family could not run, and why (never counted as passed)."""
-    what: str
+    """A check a family could not run, and why (never counted as passed):
+    written as a check of kind not_tested named `name`."""
+    name: str
     catalogue: tuple
     why: str
+
+    def check(self) -> Check:
+        return Check(self.name, "not_tested", catalogue=self.catalogue, reason=self.why)
 
 
 @dataclass
@@ -69,22 +99,40 @@ class Family:
     def scenario(self) -> str:
         return f"audit_{self.name}"
 
+    def all_checks(self) -> list:
+        """The checks the harness evaluates: those run, then those not tested."""
+        return self.checks + [n.check() for n in self.not_tested]
 
-def write(family: Family, root: str, *, with_catalogue: bool) -> str:
+
+def placeholder_trace(path: str, scenario: str) -> str:
+    """A one-step trace for a scenario whose family ran nothing: the harness
+    needs a run, and no check reads it (its one loss value is NaN, so no
+    plot can pass it off as a training curve)."""
+    return write_trace(path, Trace(run=PLACEHOLDER_RUN, scenario=scenario,
+                                   series={"loss": np.full(1, np.nan)},
+                                   notes={"not_run": "The audit ran nothing for this family: "
+                                                     "see its not_tested checks."}))
+
+
+def write(family: Family, root: str) -> str:
     """Writes root/<scenario>/scenario.yaml and returns the folder."""
-    if not family.runs or not family.checks:
-        raise ValueError(f"family {family.name}: a scenario needs runs and checks")
-    if len(family.runs) > MAX_RUNS or len(family.checks) > MAX_CHECKS:
+    checks = family.all_checks()
+    if not checks:
+        raise ValueError(f"family {family.name}: a scenario needs checks")
+    if len(family.runs) > MAX_RUNS or len(checks) > MAX_CHECKS:
         raise ValueError(f"family {family.name}: at most {MAX_RUNS} runs and {MAX_CHECKS} checks")
     folder = os.path.join(root, family.scenario)
     os.makedirs(folder, exist_ok=True)
+    runs = dict(family.runs) or {
+        PLACEHOLDER_RUN: placeholder_trace(os.path.join(folder, f"{PLACEHOLDER_RUN}.h5"),
+                                           family.scenario)}
     lines = [f"name: {family.scenario}",
-             f"description: {json.dumps(family.description)}",
+             f"description: {json.dumps(family.description or f'The {family.name} family.')}",
              "runs:"]
     lines += [f"  {run}: {{trace: {json.dumps(os.path.abspath(path))}}}"
-              for run, path in family.runs.items()]
+              for run, path in runs.items()]
     lines.append("checks:")
-    lines += [c.yaml(with_catalogue) for c in family.checks]
+    lines += [c.yaml() for c in checks]
     with open(os.path.join(folder, "scenario.yaml"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     return folder
