@@ -15,6 +15,7 @@ Then what decides a PyTorch run's numerics (TORCH_KEYS).
 from __future__ import annotations
 
 import ctypes
+import functools
 import importlib.metadata
 import os
 import platform
@@ -203,7 +204,13 @@ def _config_value(config: str, key: str) -> str:
     return m.group(1).strip() if m else "unknown"
 
 
+@functools.lru_cache(maxsize=None)
 def _package_version(name: str) -> str:
+    """The installed distribution's version (importlib.metadata), or "not
+    installed". Cached for the life of the process: the lookup scans every
+    sys.path entry (up to ~0.5 s with a long path, and every Recorder takes
+    a fingerprint), and the version of a package a process has imported
+    does not change under it."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

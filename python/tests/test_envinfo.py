@@ -144,3 +144,33 @@ def test_ctypes_helpers_tolerate_missing_symbols():
     libc = ctypes.CDLL(None)
     assert envinfo._call_int(libc, "no_such_symbol_here") == 0
     assert envinfo._call_int(None, "x") == 0
+
+
+def test_package_versions_are_looked_up_once_and_stay_right(monkeypatch):
+    import importlib.metadata
+
+    real = {n: envinfo._package_version(n) for n in ("torch", "torchvision")}
+    assert real["torch"] == importlib.metadata.version("torch")
+    assert envinfo._package_version("no-such-package-here") == "not installed"
+    env = fingerprint()
+    assert env["torch_package_version"] == real["torch"]
+    assert env["torchvision_version"] == real["torchvision"]
+
+    calls = []
+
+    def counted(name):
+        calls.append(name)
+        return f"{name}-from-metadata"
+
+    envinfo._package_version.cache_clear()
+    monkeypatch.setattr(importlib.metadata, "version", counted)
+    try:
+        for _ in range(3):
+            env = fingerprint()
+            assert env["torch_package_version"] == "torch-from-metadata"
+            assert env["torchvision_version"] == "torchvision-from-metadata"
+        assert sorted(calls) == ["torch", "torchvision"]  # once each, however many Recorders
+    finally:
+        envinfo._package_version.cache_clear()  # the fake's answers go with it
+    monkeypatch.undo()
+    assert envinfo._package_version("torch") == real["torch"]

@@ -19,7 +19,7 @@ import torch
 from . import (accumulation, amp, checkpoint, ddp, determinism, harness, inference, nonfinite,
                parameters, summary)
 from .adapter import AdapterError, load_adapter
-from .context import Context, package_versions_cached
+from .context import Context
 from .scenario import Family, NotTested
 from .summary import AuditResult
 
@@ -93,8 +93,7 @@ def run_audit(adapter: Union[str, os.PathLike, ModuleType], out_dir: Union[str, 
     work = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.audit-", dir=os.path.dirname(out))
     rng = torch.get_rng_state()
     try:
-        with package_versions_cached():
-            return _audit(ad, out, work, chosen, exe, start)
+        return _audit(ad, out, work, chosen, exe, start)
     except AdapterError as e:
         return AuditResult(ad.name, 2, message=str(e), seconds=time.monotonic() - start)
     except harness.HarnessError as e:

@@ -2,15 +2,12 @@
 its traces go."""
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Optional
 
 import torch
 
-from .. import envinfo
 from .adapter import Adapter
 from .loop import Run
 
@@ -68,16 +65,3 @@ DROPOUT = (torch.nn.modules.dropout._DropoutNd,)
 #: runs whose step autocasts compare with scenarios/amp_fp32's bfloat16 rule
 #: for trained parameters (bfloat16 rounding differs with the batch split)
 BF16_TOLERANCE = "close(5e-2, 1e-3)"
-
-
-@contextlib.contextmanager
-def package_versions_cached() -> Iterator[None]:
-    """envinfo looks package versions up in every Recorder (0.5 s each with
-    a long sys.path, dozens of recorders per audit): one answer for the
-    duration of an audit."""
-    original = envinfo._package_version
-    envinfo._package_version = functools.lru_cache(maxsize=None)(original)
-    try:
-        yield
-    finally:
-        envinfo._package_version = original

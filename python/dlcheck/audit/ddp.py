@@ -28,7 +28,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from .adapter import AdapterError, load_adapter, sample_keys
-from .context import Context, package_versions_cached
+from .context import Context
 from .loop import Run, grad_distance, threads
 from .scenario import Check, Family, NotTested
 
@@ -72,7 +72,7 @@ def _rank_main(rank: int, source: str, work: str, port: int, scenario: str, seed
     torch.set_num_threads(1)
     try:
         ad = load_adapter(source)
-        with package_versions_cached(), process_group(rank, WORLD, port):
+        with process_group(rank, WORLD, port):
             r = Run(ad, seed=seed, batch_size=batch // WORLD, rank=rank, world_size=WORLD,
                     wrap=True)
             ev = ad.evaluate(r.model) if ad.has("evaluate") else None
