@@ -21,23 +21,21 @@ EXAMPLES = ROOT / "examples" / "audit"
 #: Catalogue IDs without an example pair, and why (a new ID must be added
 #: to the examples or here).
 NO_PAIR = {
-    "G4": "needs variable-length token batches with masks; the audit does not build them yet",
     "G5": "BatchNorm over micro-batches is an expected divergence, reported and not failed",
-    "A1": "float16 autocast does not exist on the CPU; bfloat16 has float32's range",
+    "A1": "float16 autocast does not exist on the CPU (torch 1.13: bfloat16 only, and no float16 "
+          "matmul); bfloat16 has float32's exponent range, so gradients do not underflow",
     "A3": "bfloat16 gradients do not overflow at any scale a CPU run reaches",
     "A4": "the CPU has no float16 autocast; bfloat16 losses are computed in float32",
     "A5": "needs fp16 and bf16 both measured: fp16 autocast is CUDA-only",
-    "D4": "CPU gloo DDP broadcasts buffers by default; unsynced buffers need BatchNorm in DDP "
-          "(not in the examples yet)",
+    "D4": "the audit compares the ranks' buffers after the last step, when even "
+          "broadcast_buffers=True leaves BatchNorm statistics per rank (DDP broadcasts at the "
+          "next forward); SyncBatchNorm, the other fix, needs CUDA in torch 1.13",
     "D6": "not in the examples yet",
     "D7": "per-rank noise keyed by row needs a rank-aware noise source (not in the examples yet)",
-    "D8": "not in the examples yet",
-    "M3": "not in the examples yet",
-    "C2": "not in the examples yet",
-    "C6": "not in the examples yet",
-    "F3": "not in the examples yet",
-    "N2": "a timing-dependent reduction does not occur in CPU PyTorch",
-    "N3": "not in the examples yet",
+    "C6": "the audit saves and loads with the same code in one process: an architecture "
+          "change between them needs a model that grows while training (not built yet)",
+    "N2": "CPU PyTorch's reductions are ordered for a fixed thread count; a Python thread "
+          "pool summing in completion order differs only by chance, a flaky example",
     "N4": "a CUDA/cuDNN/NCCL version change needs a GPU and a golden recorded on another",
     "E1": "driver/runtime versions exist only with a GPU",
     "E2": "built GPU architectures exist only with a GPU",
@@ -107,8 +105,8 @@ def test_every_catalogue_id_has_a_pair_or_a_reason(binary: str) -> None:
 
 
 def test_issue_ids_have_pairs() -> None:
-    required = {"G1", "G2", "G3", "M1", "M2", "M4", "F1", "F2", "C1", "C3", "C4", "C5", "D1",
-                "D2", "D3", "D5", "A2", "N1"}
+    required = {"G1", "G2", "G3", "G4", "M1", "M2", "M3", "M4", "F1", "F2", "F3", "C1", "C2",
+                "C3", "C4", "C5", "D1", "D2", "D3", "D5", "D8", "A2", "N1", "N3"}
     assert required <= {p[0] for p in pairs()}
 
 

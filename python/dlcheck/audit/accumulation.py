@@ -7,19 +7,28 @@ Runs (the same samples, the same initial weights):
   accumulated_as_written  the same, without the audit zeroing the
                           gradients before each step: only a step that
                           never zeroes them (G1) makes it differ
-and a one-step probe with the last micro-batch alone. The diagnosis of a
+and one-step probes with each micro-batch alone. The diagnosis of a
 mismatch is measured at step 0, from the gradients the optimizer was given:
-K times the big batch's (G2), or the last micro-batch's share (G3)."""
+K times the big batch's (G2), the last micro-batch's share (G3), or, when
+the micro-batches weigh unequally (variable-length sequences with token
+masks), the plain mean of each micro-batch's own mean (G4)."""
 from __future__ import annotations
 
+import copy
+
 from .context import BATCHNORM, BF16_TOLERANCE, Context, has_module
-from .loop import grad_distance, grad_norm
+from .loop import grad_distance, grad_mean, grad_norm
 from .scenario import Check, Family, NotTested
 
 DESCRIPTION = ("The team's gradient accumulation: K micro-batches against one batch of K "
                "times the size, from the same weights on the same samples.")
 #: A step-0 gradient this close (relative) to a pattern is that pattern.
 CLOSE = 0.05
+#: The plain mean of the micro-batches' gradients this far (relative) from the
+#: big batch's: they weigh unequally (token counts), and G4 can be told apart.
+UNEQUAL = 1e-3
+#: the same under autocast (bfloat16 rounds each micro-batch on its own)
+UNEQUAL_BF16 = 0.1
 
 
 def run(ctx: Context) -> Family:
@@ -32,13 +41,20 @@ def run(ctx: Context) -> Family:
     batchnorm = has_module(big.model, BATCHNORM)
     big.close()
 
+    # each micro-batch alone from the initial weights (in the accumulated run's order,
+    # so that dropout draws the same masks): the team's step gives its own mean
     probe = ctx.run(accumulation=k)
-    probe.step(micro=probe.next_micro_batches()[-1:])
+    start = copy.deepcopy(probe.model.state_dict())
+    per_micro = []
+    for mb in probe.next_micro_batches():
+        probe.model.load_state_dict(start)
+        probe.step(micro=[mb])
+        per_micro.append(probe.grads[-1])
     probe.close()
 
     acc = ctx.recorded(fam.scenario, "accumulated", accumulation=k)
     acc.train(s.steps)
-    g_big, g_acc, g_last = big.grads[0], acc.grads[0], probe.grads[0]
+    g_big, g_acc, g_last = big.grads[0], acc.grads[0], per_micro[-1]
     rec = acc.rec
     if g_big and g_acc and g_last:
         ratio = grad_norm(g_acc) / max(grad_norm(g_big), 1e-300)
@@ -54,6 +70,20 @@ def run(ctx: Context) -> Family:
             f"has {ratio:.4g} times the norm of the big batch's (relative distance "
             f"{d_big:.3g}); its distance from K times the big batch's gradient is {d_k:.3g}, "
             f"from the last micro-batch's share alone {d_last:.3g}."))
+    mean = grad_mean(per_micro) if all(per_micro) and not batchnorm else None
+    spread = grad_distance(mean, g_big) if mean and g_big else 0.0
+    weighted = bool(g_acc) and spread > (UNEQUAL_BF16 if acc.autocast else UNEQUAL)
+    if weighted:
+        # 0: the accumulated gradient is the plain mean of the micro-batches' own means
+        # (G4); 1: it is the big batch's, each micro-batch weighted by its share
+        token = grad_distance(g_acc, mean) * grad_norm(mean) / (spread * grad_norm(g_big))
+        rec.metric("step0_per_micro_batch_mean_ratio", token)
+        rec.note("accumulation_token_mean", (
+            f"The micro-batches do not weigh equally in the big batch's loss (variable token "
+            f"counts?): the plain mean of their own step-0 gradients is at relative distance "
+            f"{spread:.3g} from the big batch's. The accumulated gradient's distance from that "
+            f"plain mean is {token:.3g} of it (0: each micro-batch's mean counted equally, "
+            f"1: weighted by its share of the batch)."))
     fam.runs["accumulated"] = acc.save()
     acc.close()
 
@@ -65,7 +95,7 @@ def run(ctx: Context) -> Family:
     fam.checks.append(Check(
         "accumulation_matches_big_batch", "equivalence", "big_batch", "accumulated",
         quantities=("params",), tolerance=BF16_TOLERANCE if big.autocast else "close(1e-4, 1e-6)",
-        explained_by=("G2", "G3"),
+        explained_by=("G2", "G3", "G4"),
               about=(f"{k} micro-batches train the same weights as one batch of {s.batch_size}" +
                (" (the model has BatchNorm: micro-batch statistics differ, G5, reported as "
                 "expected)" if batchnorm else ""))))
@@ -90,8 +120,18 @@ def run(ctx: Context) -> Family:
         "gradients_zeroed_between_steps", "equivalence", "accumulated", "accumulated_as_written",
         quantities=("loss", "params"), tolerance="bitwise", catalogue=("G1",),
         about="the step zeroes gradients itself: zeroing them before each step changes no bit"))
-    fam.not_tested.append(NotTested(
-        "token_mean_per_micro_batch", ("G4",),
-        "needs batches of variable-length token sequences with a mask; the audit does not "
-        "build those yet"))
+    if weighted:
+        fam.checks.append(Check(
+            "loss_normalised_over_whole_batch", "metric_min", "accumulated",
+            quantities=("step0_per_micro_batch_mean_ratio", "accumulation_token_mean"),
+            threshold=0.5, catalogue=("G4",),
+            about="micro-batches of unequal weight (token counts) count by their share, not "
+                  "each its own mean"))
+    else:
+        fam.not_tested.append(NotTested(
+            "loss_normalised_over_whole_batch", ("G4",),
+            "the model has BatchNorm: micro-batch statistics (G5) hide how the micro-batches "
+            "are weighted" if batchnorm else
+            "every micro-batch weighs the same in the big batch's loss (no variable-length "
+            "masks): a per-micro-batch mean cannot differ from the whole batch's"))
     return fam

@@ -232,3 +232,9 @@ def grad_distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], scale:
 
 def grad_norm(g: dict[str, torch.Tensor]) -> float:
     return math.sqrt(sum(float(t.double().pow(2).sum()) for t in g.values()))
+
+
+def grad_mean(grads: list) -> dict[str, torch.Tensor]:
+    """The element-wise mean of gradient dicts (over the tensors all hold)."""
+    keys = set.intersection(*(set(g) for g in grads))
+    return {k: sum(g[k].double() for g in grads) / len(grads) for k in keys}
