@@ -60,27 +60,41 @@ _STORABLE = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.in
 
 def tensor_stats(t: torch.Tensor) -> list[float]:
     """mean, std, min, max, frac_zero, nonfinite of t as runner_record.c's
-    tensor_stats computes them: in double, over the finite values, summed
-    in element order (so float32 data gives the C side's bits); frac_zero
+    tensor_stats defines them: in double, over the finite values; frac_zero
     counts zeros over all elements; nonfinite counts inf and NaN. A tensor
     that is not floating point reads all zeros, as a non-float32 tensor
-    does on the C side (every floating dtype is measured here)."""
+    does on the C side (every floating dtype is measured here).
+
+    The sums are numpy's pairwise sums in double, not the C loop's
+    sequential ones: they differ from the C values by a few double ulp
+    (about 1e-15 relative), far below the float32 resolution the
+    statistics describe, and are deterministic for a given tensor; a
+    sequential sum (cumsum) cost several times the training step on a CNN's
+    activations when statistics were taken at every step."""
     numel = t.numel()
     if not t.is_floating_point() or numel == 0:
         return [0.0] * 6
-    v = t.detach().reshape(-1).to(device="cpu", dtype=torch.float64).numpy()
-    finite = np.isfinite(v)
-    bad = int(numel - np.count_nonzero(finite))
-    x = v[finite] if bad else v
+    src = t.detach().reshape(-1).cpu()
+    if src.dtype in (torch.float16, torch.bfloat16):
+        src = src.float()  # exact; torch has no half min/max on the CPU
+    x = src.to(torch.float64).numpy()
+    with np.errstate(invalid="ignore"):  # inf + -inf: NaN, handled below
+        total = float(np.sum(x))
+    bad = 0
+    if not math.isfinite(total):  # an inf or NaN among them (a float32 sum cannot overflow)
+        finite = np.isfinite(x)
+        bad = int(numel - np.count_nonzero(finite))
+        x = x[finite]
+        src = torch.from_numpy(x)
+        total = float(np.sum(x))
     n = x.size
     if n == 0:
         return [0.0, 0.0, 0.0, 0.0, 0.0, float(bad)]
-    total = float(np.cumsum(x)[-1])       # sequential, as the C loop
-    sq = float(np.cumsum(x * x)[-1])
     mean = total / n
-    std = math.sqrt(max(sq / n - mean * mean, 0.0))
-    zeros = int(n - np.count_nonzero(x))
-    return [mean, std, float(x.min()), float(x.max()), zeros / numel, float(bad)]
+    std = math.sqrt(max(float(np.dot(x, x)) / n - mean * mean, 0.0))
+    lo, hi = torch.aminmax(src)  # on the source dtype: exact, and cheaper than in double
+    zeros = n - int(torch.count_nonzero(src))
+    return [mean, std, float(lo), float(hi), zeros / numel, float(bad)]
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:

@@ -84,17 +84,27 @@ def c_tensor_stats(values):
             zeros / len(values) if values else 0.0, float(bad)]
 
 
-def test_tensor_stats_are_the_c_loop_bit_for_bit():
+def assert_like_c(got, want):
+    # mean and std come from double sums in another order than the C loop
+    # (pairwise, not sequential): a few double ulp apart, 1e-12 relative is
+    # a thousand times that and a million times below float32's resolution.
+    # min, max, frac_zero and the non-finite count are exact.
+    assert got[2:] == want[2:]
+    for g, w in zip(got[:2], want[:2]):
+        assert g == pytest.approx(w, rel=1e-12, abs=1e-300)
+
+
+def test_tensor_stats_are_the_c_loop():
     torch.manual_seed(5)
     x = torch.randn(1000) * 1e3
     x[::7] = 0.0
     x[3], x[11], x[13] = math.inf, -math.inf, math.nan
-    assert tensor_stats(x) == c_tensor_stats([float(v) for v in x])
+    assert_like_c(tensor_stats(x), c_tensor_stats([float(v) for v in x]))
     assert tensor_stats(torch.tensor([math.nan, math.inf])) == [0, 0, 0, 0, 0, 2]
     assert tensor_stats(torch.arange(4)) == [0.0] * 6  # not floating: zeros, as C
     assert tensor_stats(torch.zeros(0)) == [0.0] * 6
     half = torch.randn(50).half()
-    assert tensor_stats(half) == c_tensor_stats([float(v) for v in half])
+    assert_like_c(tensor_stats(half), c_tensor_stats([float(v) for v in half]))
 
 
 def test_layer_statistics_at_the_chosen_steps(tmp_path):
