@@ -544,28 +544,107 @@ static dl_status count_fits_int(int64_t n, const char *where) {
   return dl_fail(DL_ERR_FORMAT, "%s holds %lld entries: the file is damaged", where, (long long)n);
 }
 
-static dl_status read_series(hid_t g, const char *where, dlc_trace *t, dlc_golden_meta *m) {
-  (void)m;
+static dl_status same_count(const char *where, const char *a, int64_t na, const char *b,
+                            int64_t nb) {
+  if (na == nb) return DL_OK;
+  return dl_fail(DL_ERR_FORMAT, "%s: %s has %lld entries but %s has %lld", where, a,
+                 (long long)na, b, (long long)nb);
+}
+
+/* ---- float64 entries: a group of datasets, or a names + values table ---- */
+
+/* Where the entries of a float64 group or table go (the series, metrics,
+ * envelope series and finals): reserve makes room for n, put takes entry
+ * i and counts it, so that a file that fails half way is freed by the
+ * trace's or envelope's own free. */
+typedef struct f64_sink {
+  int rank;              /* of every dataset (group) or of the values (table) */
+  hsize_t cols;          /* rank 2: the columns required */
+  const char *cols_what; /* what they are, for the message */
+  void *owner;           /* the trace or envelope */
+  bool (*reserve)(void *owner, int64_t n);
+  /* group: data is the entry's dataset of `rows` rows, which put owns from
+   * then on; table: data is the entry's row of values, to be copied. */
+  void (*put)(void *owner, int64_t i, const char *name, int64_t rows, double *data);
+} f64_sink;
+
+static dl_status reserve(const f64_sink *k, int64_t n, const char *where) {
+  if (k->reserve(k->owner, n)) return DL_OK;
+  return dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
+}
+
+static dl_status check_cols(const f64_sink *k, const hsize_t *dims, const char *where,
+                            const char *name) {
+  if (k->rank < 2 || dims[1] == k->cols) return DL_OK;
+  return dl_fail(DL_ERR_FORMAT, "%s/%s has %llu columns; expected %d %s", where, name,
+                 (unsigned long long)dims[1], (int)k->cols, k->cols_what);
+}
+
+/* One float64 dataset per link of g, named by the link's percent-encoded
+ * name (/series, /envelope/series). */
+static dl_status read_f64_group(hid_t g, const char *where, const f64_sink *k) {
   int64_t n;
   DL_TRY(dlc_h5_group_count(g, where, &n));
   DL_TRY(count_fits_int(n, where));
-  t->series = calloc((size_t)(n ? n : 1), sizeof *t->series);
-  if (!t->series) return dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
+  DL_TRY(reserve(k, n, where));
   for (int64_t i = 0; i < n; i++) {
-    char *link;
-    DL_TRY(dlc_h5_link_name(g, where, i, &link));
-    dlc_series *s = &t->series[i];
-    hsize_t dims[1];
+    char *link, name[DLC_NAME_MAX];
+    hsize_t dims[2];
     void *v = NULL;
-    dl_status st = decode_name(link, where, s->name);
-    if (st == DL_OK) st = dlc_h5_read_num(g, where, link, DLC_H5_F64, 1, dims, &v);
+    DL_TRY(dlc_h5_link_name(g, where, i, &link));
+    dl_status st = decode_name(link, where, name);
+    if (st == DL_OK) st = dlc_h5_read_num(g, where, link, DLC_H5_F64, k->rank, dims, &v);
+    if (st == DL_OK) st = check_cols(k, dims, where, link);
     free(link);
-    DL_TRY(st);
-    s->n = (int64_t)dims[0];
-    s->v = v;
-    t->nseries = (int)i + 1;
+    if (st != DL_OK) {
+      free(v);
+      return st;
+    }
+    k->put(k->owner, i, name, (int64_t)dims[0], v);
   }
   return DL_OK;
+}
+
+/* names [m] and values [m] or [m, cols], a row per name (/metrics,
+ * /envelope/finals). */
+static dl_status read_f64_table(hid_t g, const char *where, const f64_sink *k) {
+  dlc_h5_strs names;
+  hsize_t dims[2];
+  void *raw = NULL;
+  DL_TRY(dlc_h5_read_strs(g, where, "names", &names));
+  dl_status s = count_fits_int(names.n, where);
+  if (s == DL_OK) s = dlc_h5_read_num(g, where, "values", DLC_H5_F64, k->rank, dims, &raw);
+  if (s == DL_OK) s = same_count(where, "values", (int64_t)dims[0], "names", names.n);
+  if (s == DL_OK) s = check_cols(k, dims, where, "values");
+  if (s == DL_OK) s = reserve(k, names.n, where);
+  size_t cols = k->rank == 2 ? (size_t)k->cols : 1;
+  for (int64_t i = 0; s == DL_OK && i < names.n; i++) {
+    char name[DLC_NAME_MAX];
+    s = dlc_h5_strs_get(&names, i, where, "names", name, sizeof name);
+    if (s == DL_OK) k->put(k->owner, i, name, 1, (double *)raw + (size_t)i * cols);
+  }
+  free(raw);
+  dlc_h5_strs_free(&names);
+  return s;
+}
+
+static bool series_reserve(void *owner, int64_t n) {
+  dlc_trace *t = owner;
+  return (t->series = calloc((size_t)(n ? n : 1), sizeof *t->series)) != NULL;
+}
+
+static void series_put(void *owner, int64_t i, const char *name, int64_t rows, double *v) {
+  dlc_trace *t = owner;
+  snprintf(t->series[i].name, sizeof t->series[i].name, "%s", name);
+  t->series[i].n = rows;
+  t->series[i].v = v;
+  t->nseries = (int)i + 1;
+}
+
+static dl_status read_series(hid_t g, const char *where, dlc_trace *t, dlc_golden_meta *m) {
+  (void)m;
+  f64_sink k = {.rank = 1, .owner = t, .reserve = series_reserve, .put = series_put};
+  return read_f64_group(g, where, &k);
 }
 
 /* Copies n strings of `strs` into names laid out DLC_NAME_MAX apart. */
@@ -574,13 +653,6 @@ static dl_status copy_names(const dlc_h5_strs *strs, const char *where, const ch
   for (int64_t i = 0; i < strs->n; i++)
     DL_TRY(dlc_h5_strs_get(strs, i, where, what, names[i], DLC_NAME_MAX));
   return DL_OK;
-}
-
-static dl_status same_count(const char *where, const char *a, int64_t na, const char *b,
-                            int64_t nb) {
-  if (na == nb) return DL_OK;
-  return dl_fail(DL_ERR_FORMAT, "%s: %s has %lld entries but %s has %lld", where, a,
-                 (long long)na, b, (long long)nb);
 }
 
 static dl_status read_digests(hid_t g, const char *where, dlc_trace *t, dlc_golden_meta *m) {
@@ -652,26 +724,23 @@ static dl_status read_stats(hid_t g, const char *where, dlc_trace *t, dlc_golden
   return DL_OK;
 }
 
+static bool metrics_reserve(void *owner, int64_t n) {
+  dlc_trace *t = owner;
+  return (t->metrics = calloc((size_t)(n ? n : 1), sizeof *t->metrics)) != NULL;
+}
+
+static void metrics_put(void *owner, int64_t i, const char *name, int64_t rows, double *row) {
+  (void)rows;
+  dlc_trace *t = owner;
+  snprintf(t->metrics[i].name, sizeof t->metrics[i].name, "%s", name);
+  t->metrics[i].value = row[0];
+  t->nmetrics = (int)i + 1;
+}
+
 static dl_status read_metrics(hid_t g, const char *where, dlc_trace *t, dlc_golden_meta *m) {
   (void)m;
-  dlc_h5_strs names;
-  hsize_t dims[1];
-  void *raw = NULL;
-  DL_TRY(dlc_h5_read_strs(g, where, "names", &names));
-  dl_status s = count_fits_int(names.n, where);
-  if (s == DL_OK) s = dlc_h5_read_num(g, where, "values", DLC_H5_F64, 1, dims, &raw);
-  const double *values = raw;
-  if (s == DL_OK) s = same_count(where, "values", (int64_t)dims[0], "names", names.n);
-  if (s == DL_OK && !(t->metrics = calloc((size_t)(names.n ? names.n : 1), sizeof *t->metrics)))
-    s = dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
-  for (int64_t i = 0; s == DL_OK && i < names.n; i++) {
-    s = dlc_h5_strs_get(&names, i, where, "names", t->metrics[i].name, DLC_NAME_MAX);
-    t->metrics[i].value = values[i];
-    t->nmetrics = (int)i + 1;
-  }
-  free(raw);
-  dlc_h5_strs_free(&names);
-  return s;
+  f64_sink k = {.rank = 1, .owner = t, .reserve = metrics_reserve, .put = metrics_put};
+  return read_f64_table(g, where, &k);
 }
 
 static dl_status read_notes(hid_t g, const char *where, dlc_trace *t, dlc_golden_meta *m) {
@@ -776,55 +845,44 @@ static dl_status read_golden_attrs(hid_t root, const char *where, dlc_golden_met
 
 /* ---- the envelope of a calibrated golden ---- */
 
+static bool env_series_reserve(void *owner, int64_t n) {
+  dlc_envelope *e = owner;
+  return (e->series = calloc((size_t)(n ? n : 1), sizeof *e->series)) != NULL;
+}
+
+static void env_series_put(void *owner, int64_t i, const char *name, int64_t rows, double *v) {
+  dlc_envelope *e = owner;
+  dlc_envelope_series *es = &e->series[i];
+  snprintf(es->name, sizeof es->name, "%s", name);
+  es->n = rows;
+  es->v = (double(*)[DLC_ENV_COLS])v;
+  e->nseries = (int)i + 1;
+}
+
 static dl_status read_envelope_series(hid_t g, const char *where, dlc_envelope *e) {
-  int64_t n;
-  DL_TRY(dlc_h5_group_count(g, where, &n));
-  DL_TRY(count_fits_int(n, where));
-  e->series = calloc((size_t)(n ? n : 1), sizeof *e->series);
-  if (!e->series) return dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
-  for (int64_t i = 0; i < n; i++) {
-    char *link;
-    DL_TRY(dlc_h5_link_name(g, where, i, &link));
-    dlc_envelope_series *es = &e->series[i];
-    hsize_t dims[2];
-    void *v = NULL;
-    dl_status st = decode_name(link, where, es->name);
-    if (st == DL_OK) st = dlc_h5_read_num(g, where, link, DLC_H5_F64, 2, dims, &v);
-    if (st == DL_OK && dims[1] != DLC_ENV_COLS)
-      st = dl_fail(DL_ERR_FORMAT, "%s/%s has %llu columns; expected %d (min, max, mean, std)",
-                   where, link, (unsigned long long)dims[1], DLC_ENV_COLS);
-    free(link);
-    if (st != DL_OK) free(v);
-    DL_TRY(st);
-    es->n = (int64_t)dims[0];
-    es->v = v;
-    e->nseries = (int)i + 1;
-  }
-  return DL_OK;
+  f64_sink k = {.rank = 2, .cols = DLC_ENV_COLS, .cols_what = "(min, max, mean, std)",
+                .owner = e, .reserve = env_series_reserve, .put = env_series_put};
+  return read_f64_group(g, where, &k);
+}
+
+static bool env_finals_reserve(void *owner, int64_t n) {
+  dlc_envelope *e = owner;
+  return (e->finals = calloc((size_t)(n ? n : 1), sizeof *e->finals)) != NULL;
+}
+
+static void env_finals_put(void *owner, int64_t i, const char *name, int64_t rows,
+                           double *row) {
+  (void)rows;
+  dlc_envelope *e = owner;
+  snprintf(e->finals[i].name, sizeof e->finals[i].name, "%s", name);
+  memcpy(e->finals[i].v, row, sizeof e->finals[i].v);
+  e->nfinals = (int)i + 1;
 }
 
 static dl_status read_envelope_finals(hid_t g, const char *where, dlc_envelope *e) {
-  dlc_h5_strs names;
-  hsize_t dims[2];
-  void *raw = NULL;
-  DL_TRY(dlc_h5_read_strs(g, where, "names", &names));
-  dl_status s = count_fits_int(names.n, where);
-  if (s == DL_OK) s = dlc_h5_read_num(g, where, "values", DLC_H5_F64, 2, dims, &raw);
-  if (s == DL_OK) s = same_count(where, "values", (int64_t)dims[0], "names", names.n);
-  if (s == DL_OK && dims[1] != DLC_FIN_COLS)
-    s = dl_fail(DL_ERR_FORMAT, "%s/values has %llu columns; expected %d (spread, max_rel, "
-                "max_ulp)", where, (unsigned long long)dims[1], DLC_FIN_COLS);
-  if (s == DL_OK && !(e->finals = calloc((size_t)(names.n ? names.n : 1), sizeof *e->finals)))
-    s = dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
-  const double (*v)[DLC_FIN_COLS] = raw;
-  for (int64_t i = 0; s == DL_OK && i < names.n; i++) {
-    s = dlc_h5_strs_get(&names, i, where, "names", e->finals[i].name, DLC_NAME_MAX);
-    memcpy(e->finals[i].v, v[i], sizeof e->finals[i].v);
-    e->nfinals = (int)i + 1;
-  }
-  free(raw);
-  dlc_h5_strs_free(&names);
-  return s;
+  f64_sink k = {.rank = 2, .cols = DLC_FIN_COLS, .cols_what = "(spread, max_rel, max_ulp)",
+                .owner = e, .reserve = env_finals_reserve, .put = env_finals_put};
+  return read_f64_table(g, where, &k);
 }
 
 typedef dl_status (*envelope_reader)(hid_t g, const char *where, dlc_envelope *e);
