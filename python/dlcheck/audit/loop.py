@@ -230,6 +230,16 @@ def grad_distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], scale:
     return math.sqrt(num / den) if den > 0 else math.inf
 
 
+def grad_scale(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    """The least-squares s in a ~ s*b, <a, b> / <b, b> over the tensors both
+    hold (0 when b is 0): how many times b a is along b's direction."""
+    dot = den = 0.0
+    for k in a.keys() & b.keys():
+        dot += float((a[k].double() * b[k].double()).sum())
+        den += float(b[k].double().pow(2).sum())
+    return dot / den if den > 0 else 0.0
+
+
 def grad_norm(g: dict[str, torch.Tensor]) -> float:
     return math.sqrt(sum(float(t.double().pow(2).sum()) for t in g.values()))
 

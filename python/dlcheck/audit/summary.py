@@ -150,10 +150,20 @@ def render(result: AuditResult) -> str:
         elif o.verdict == "expected_divergence":
             line += f"  -- {o.about}"
         out.append(line.rstrip())
+        if o.verdict == "expected_divergence" and o.evidence:
+            out.append(_wrap(" " * 13 + "size  ", _divergence_size(o.evidence), " " * 19))
     if result.out_dir:
         out += ["", f"reports: {result.out_dir}/report.html, report.json, junit.xml "
                     f"(the harness's), summary.txt (this text)"]
     return "\n".join(out) + "\n"
+
+
+def _divergence_size(evidence: str) -> str:
+    """The harness's equivalence evidence cut to its size: the first
+    tensor's difference and how many tensors differ."""
+    parts = [p.strip() for p in evidence.split(". ") if p.strip()]
+    keep = [p for p in parts[:2] if "differ" in p] or parts[:1]
+    return ". ".join(keep).rstrip(".") + "."
 
 
 def _id_order(i: str) -> tuple:

@@ -1,0 +1,114 @@
+"""The data-parallel family on a model with BatchNorm: each rank normalises
+its own half batch, so the weights differ from one process's by design
+(an expected divergence, reported with its size, never a failure), while
+the data-parallel pitfalls (D1, D2, D3, D5) are still found on such a model
+and D4 is read from the buffers right after DDP's broadcast.
+
+Needs the dlcheck binary (DLCHECK_BIN, default build/release/cli/dlcheck)."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from dlcheck.audit import run_audit
+from dlcheck.audit.loop import grad_scale
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "audit"
+
+#: each example's pitfall on the digits MLP with BatchNorm (DDP broadcasts
+#: the buffers, so only the example's own ID may be found)
+BATCHNORM_VARIANTS = {
+    "D1": "from d1_no_distributed_sampler import *",
+    "D2": "from d2_no_set_epoch import *",
+    "D3": """
+        import torch.distributed as dist
+        from common import *
+
+
+        def summed(state, bucket):  # a custom comm hook that forgets to divide by the world size
+            return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(
+                lambda f: f.value()[0])
+
+
+        def wrap_ddp(model):
+            ddp = nn.parallel.DistributedDataParallel(model)
+            ddp.register_comm_hook(None, summed)
+            return ddp
+
+
+        def make_optimizer(model):
+            return torch.optim.SGD(model.parameters(), lr=0.05)
+        """,
+    "D5": "from d5_metric_on_rank0_only import *",
+}
+
+
+def variant(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "pipeline.py"
+    path.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(EXAMPLES)!r})
+        """) + textwrap.dedent(body) + textwrap.dedent("""
+        from common import mlp as _mlp
+
+
+        def make_model():
+            return _mlp(48, batchnorm=True)
+        """))
+    return path
+
+
+def ddp_outcomes(result) -> dict:
+    return {o.name: o for o in result.outcomes if o.family == "ddp"}
+
+
+#: the examples' correct project code (DDP with broadcast_buffers=True) on that model
+CORRECT = """
+    import torch
+    from common import *
+
+
+    def make_optimizer(model):
+        return torch.optim.Adam(model.parameters(), lr=3e-3)
+    """
+
+
+def test_correct_ddp_with_batchnorm_is_silent_and_the_divergence_reported(tmp_path: Path
+                                                                          ) -> None:
+    result = run_audit(variant(tmp_path, CORRECT), tmp_path / "out", families=["ddp"])
+    assert result.exit_code == 0 and not result.ids, result.text
+    checks = ddp_outcomes(result)
+    match = checks["ranks_match_one_process"]
+    assert match.verdict == "expected_divergence", match
+    assert "max abs" in match.evidence and "differ" in match.evidence
+    assert "BatchNorm" in match.about
+    assert checks["replicas_hold_the_same_buffers"].verdict == "pass"
+    assert "size  param/" in result.text  # the summary shows how far the weights moved
+
+
+@pytest.mark.parametrize("pitfall", sorted(BATCHNORM_VARIANTS))
+def test_ddp_pitfalls_are_found_on_a_batchnorm_model(pitfall: str, tmp_path: Path) -> None:
+    result = run_audit(variant(tmp_path, BATCHNORM_VARIANTS[pitfall]), tmp_path / "out",
+                       families=["ddp"])
+    assert result.message == "", result.message
+    assert result.ids == {pitfall}, result.text
+    assert ddp_outcomes(result)["ranks_match_one_process"].verdict in ("expected_divergence",
+                                                                      "fail")
+
+
+def test_without_buffers_d4_is_not_tested(tmp_path: Path) -> None:
+    result = run_audit(EXAMPLES / "d2_no_set_epoch_fixed.py", tmp_path / "out",
+                       families=["ddp"])
+    assert result.exit_code == 0, result.text
+    d4 = ddp_outcomes(result)["replicas_hold_the_same_buffers"]
+    assert d4.verdict == "not_tested" and "no buffers" in d4.evidence
+
+
+def test_grad_scale_is_the_least_squares_factor() -> None:
+    b = {"w": torch.tensor([1.0, 2.0]), "only_b": torch.ones(3)}
+    assert grad_scale({"w": torch.tensor([2.0, 4.0])}, b) == pytest.approx(2.0)
+    assert grad_scale({"w": torch.tensor([2.0, -1.0])}, b) == 0.0
+    assert grad_scale(b, {"w": torch.zeros(2)}) == 0.0
