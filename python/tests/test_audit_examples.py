@@ -27,9 +27,6 @@ NO_PAIR = {
     "A3": "bfloat16 gradients do not overflow at any scale a CPU run reaches",
     "A4": "the CPU has no float16 autocast; bfloat16 losses are computed in float32",
     "A5": "needs fp16 and bf16 both measured: fp16 autocast is CUDA-only",
-    "D4": "the audit compares the ranks' buffers after the last step, when even "
-          "broadcast_buffers=True leaves BatchNorm statistics per rank (DDP broadcasts at the "
-          "next forward); SyncBatchNorm, the other fix, needs CUDA in torch 1.13",
     "D6": "not in the examples yet",
     "D7": "per-rank noise keyed by row needs a rank-aware noise source (not in the examples yet)",
     "C6": "the audit saves and loads with the same code in one process: an architecture "
@@ -106,7 +103,7 @@ def test_every_catalogue_id_has_a_pair_or_a_reason(binary: str) -> None:
 
 def test_issue_ids_have_pairs() -> None:
     required = {"G1", "G2", "G3", "G4", "M1", "M2", "M3", "M4", "F1", "F2", "F3", "C1", "C2",
-                "C3", "C4", "C5", "D1", "D2", "D3", "D5", "D8", "A2", "N1", "N3"}
+                "C3", "C4", "C5", "D1", "D2", "D3", "D4", "D5", "D8", "A2", "N1", "N3"}
     assert required <= {p[0] for p in pairs()}
 
 
