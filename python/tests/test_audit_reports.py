@@ -132,3 +132,13 @@ def test_an_inf_loss_is_recorded_and_n1_names_its_step_and_layer(tmp_path: Path)
     assert all(o.verdict == "not_tested" and "non-finite" in o.evidence for o in params.values())
     assert report_checks(out)["audit_parameters/every_parameter_trains"]["verdict"] == \
         "not_tested"
+
+
+def test_c6_names_the_layer_whose_shape_the_load_changed(tmp_path: Path) -> None:
+    result = run_audit(EXAMPLES / "c6_head_rebuilt_from_current_config.py", tmp_path / "out",
+                       families=["checkpoint"])
+    assert result.ids == {"C6"}, result.text
+    evidence = result.findings["C6"][0].evidence
+    assert "head.0.weight saved [10, 32], model [12, 32]" in evidence
+    assert "head.0.bias saved [10], model [12]" in evidence
+    assert "raised nothing" in evidence

@@ -19,7 +19,6 @@ import torch
 
 from .adapter import AdapterError
 from .context import Context
-from .loop import unwrap
 from .scenario import Check, Family, NotTested
 
 DESCRIPTION = ("The team's checkpoint: saved at step k, rebuilt from the factories, loaded and "
@@ -60,9 +59,11 @@ def _state_dicts(obj: Any, depth: int = 0) -> list[Mapping]:
 
 
 def key_diagnosis(path: str, fresh: Mapping) -> Optional[dict[str, Any]]:
-    """The saved model state dict's keys against a fresh model's: module.
-    prefixes (C4), missing keys (C5), shape mismatches (C6); None when the
-    file holds no state dict torch.load can read."""
+    """The saved model state dict's keys against the model's (`fresh`: the
+    state dict of the model load_checkpoint left, whose architecture may
+    have been rebuilt there): module. prefixes (C4), missing keys (C5),
+    shape mismatches (C6); None when the file holds no state dict
+    torch.load can read."""
     try:
         saved = torch.load(path, map_location="cpu")
     except Exception:  # the team's own format: not diagnosed
@@ -93,7 +94,6 @@ def run(ctx: Context) -> Family:
     s, ad = ctx.settings, ctx.adapter
     k = max(1, s.steps // 2)
     path = os.path.join(ctx.work, "checkpoint.pt")
-    fresh = unwrap(ad.model(s.seed)).state_dict()  # the keys a plain fresh model has
 
     straight = ctx.run()
     if not straight.train(k):
@@ -142,7 +142,9 @@ def run(ctx: Context) -> Family:
         rec.note("scaler_state_lost", (
             f"After load_checkpoint the GradScaler state differs: {_some(lost_scaler)}."
             if lost_scaler else "After load_checkpoint the GradScaler state is the saved one."))
-    diag = key_diagnosis(path, fresh)
+    # the saved keys against the model the load left (unwrapped: a plain model's keys), so
+    # that an architecture rebuilt at load time (a config read then, a resized head) shows
+    diag = key_diagnosis(path, resumed.inner.state_dict())
     if diag is not None:
         rec.metric("checkpoint_module_prefix", len(diag["prefixed"]))
         rec.note("checkpoint_module_prefix", (
@@ -157,7 +159,9 @@ def run(ctx: Context) -> Family:
             "The saved state dict has every key of the model."))
         rec.metric("checkpoint_shape_mismatches", len(diag["shapes"]))
         rec.note("checkpoint_shape_mismatches", (
-            f"Shape mismatches: {_some(diag['shapes'], 3)}." if diag["shapes"] else
+            f"The model after load_checkpoint has another architecture than the checkpoint's: "
+            f"{len(diag['shapes'])} shape mismatches ({_some(diag['shapes'], 3)}), yet the load "
+            f"raised nothing: those tensors were not restored." if diag["shapes"] else
             "Every saved shape matches the model's."))
     ok = resumed.train(s.steps - k)
     fam.runs["resumed"] = resumed.save()
