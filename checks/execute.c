@@ -553,7 +553,8 @@ static void describe_repeats(const dlc_trace *ref, int n, char *buf, size_t len)
   if (strcmp(ref->backend, "cpu") == 0)
     snprintf(buf, len, "cpu: the engine's order and perturbation seeds 1..%d (GEMM and "
              "convolution products in float, summed rotated, blocked or pairwise; "
-             "allreduces in ring order rotated by the seed)", n - 1);
+             "allreduces in a rotated ring order for odd seeds, a pairwise tree for even ones)",
+             n - 1);
   else
     snprintf(buf, len, "%s: %d runs, deterministic and fastest convolution algorithms "
              "alternating", ref->backend, n);

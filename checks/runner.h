@@ -29,7 +29,8 @@ typedef struct dlc_run_options {
   /* Calibration (dlcheck record --repeat): not 0, runs on the CPU compute
    * their GEMMs and convolutions on a perturbation backend seeded with it
    * (engine/perturb.h) and sum their allreduces in an order it picks
-   * (dl_comm_set_order_seed); other devices ignore it. */
+   * (dl_comm_set_order_seed: a ring for odd seeds, a tree for even ones);
+   * other devices ignore it. */
   uint64_t perturb_seed;
   /* Tests: the allreduce order alone (dl_comm_set_order_seed) when not 0;
    * 0: perturb_seed's on the CPU. */

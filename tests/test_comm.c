@@ -1,4 +1,4 @@
-/* The comm interface on the local backend (threads as ranks, 1..4): the
+/* The comm interface on the local backend (threads as ranks, 1..8): the
  * ordered allreduce against a rank-order sum computed here (bitwise), the
  * native mode within the float32 bound, broadcast, allgather, barrier,
  * abort and timeouts naming the rank, the start-up consistency check, the
@@ -176,43 +176,109 @@ static void test_allreduce_native_within_bound(void **state) {
   }
 }
 
-/* Calibration orders (dl_comm_set_order_seed): element i of the chunk
- * rank o sums is added in ring order starting seed % W + 1 ranks after
- * o, in either mode; every rank gets the same bits; seeds give different
- * bits at W = 4, and the same ones at W = 2 (a + b = b + a). Seed 0 is the
- * mode's own order. */
-static void seeded_sum(const sum_case *k, int W, uint64_t seed, float *ref) {
+/* Calibration orders (dl_comm_set_order_seed), ring seeds (odd): element
+ * i of the chunk rank o sums is added in ring order starting
+ * (seed / 2) % W + 1 ranks after o, in either mode; every rank gets the
+ * same bits; seeds give different bits at W = 4, and the same ones at
+ * W = 2 (a + b = b + a). Seed 0 is the mode's own order. */
+static void seeded_ring_sum(const sum_case *k, int W, uint64_t seed, float *ref) {
+  int rot = (int)((seed / 2) % (uint64_t)W);
   for (int o = 0; o < W; o++)
     for (int64_t i = k->n * o / W; i < k->n * (o + 1) / W; i++) {
       float acc = 0.0f;
-      for (int j = 0; j < W; j++) acc += k->in[(o + (int)(seed % (uint64_t)W) + 1 + j) % W][i];
+      for (int j = 0; j < W; j++) acc += k->in[(o + rot + 1 + j) % W][i];
       ref[i] = acc;
     }
 }
 
+/* Runs the allreduce of a fresh case under seed and mode; every rank's
+ * result must be `expect` (NULL: only all alike); out gets rank 0's. */
+static void seeded_allreduce(int W, uint64_t seed, dl_reduce_mode mode,
+                             void (*expect)(const sum_case *, int, uint64_t, float *),
+                             float *out) {
+  sum_case *k = new_case(W, N, mode, 31u);
+  k->order_seed = seed;
+  rank_ctx ctx[MAX_W];
+  run_ranks(W, do_allreduce, k, 0, ctx);
+  float ref[N];
+  if (expect) expect(k, W, seed, ref);
+  else memcpy(ref, k->out[0], sizeof ref);
+  for (int r = 0; r < W; r++) {
+    assert_int_equal(ctx[r].s, DL_OK);
+    assert_memory_equal(k->out[r], ref, N * sizeof(float));
+  }
+  memcpy(out, ref, N * sizeof(float));
+  free(k);
+}
+
+static void rank_order_expect(const sum_case *k, int W, uint64_t seed, float *ref) {
+  (void)seed;
+  rank_order_sum(k, W, ref);
+}
+
 static void test_allreduce_order_seed(void **state) {
   (void)state;
+  const uint64_t ring_seeds[] = {1, 3, 5};
   for (int W = 2; W <= 4; W += 2) {
-    float first[N];
+    float first[N], got[N];
+    seeded_allreduce(W, 0, DL_REDUCE_ORDERED, rank_order_expect, first);
     int seeds_differ = 0;
-    for (uint64_t seed = 0; seed <= 3; seed++) {
-      sum_case *k = new_case(W, N, seed == 2 ? DL_REDUCE_NATIVE : DL_REDUCE_ORDERED, 31u);
-      k->order_seed = seed;
-      rank_ctx ctx[MAX_W];
-      run_ranks(W, do_allreduce, k, 0, ctx);
-      float ref[N];
-      if (seed) seeded_sum(k, W, seed, ref);
-      else rank_order_sum(k, W, ref);
-      for (int r = 0; r < W; r++) {
-        assert_int_equal(ctx[r].s, DL_OK);
-        assert_memory_equal(k->out[r], ref, N * sizeof(float));
-      }
-      if (seed == 0) memcpy(first, ref, sizeof first);
-      else seeds_differ += memcmp(first, ref, sizeof first) != 0;
-      free(k);
+    for (int j = 0; j < 3; j++) {
+      dl_reduce_mode mode = j == 1 ? DL_REDUCE_NATIVE : DL_REDUCE_ORDERED;
+      seeded_allreduce(W, ring_seeds[j], mode, seeded_ring_sum, got);
+      seeds_differ += memcmp(first, got, sizeof first) != 0;
     }
     assert_int_equal(seeds_differ, W == 2 ? 0 : 3);
   }
+}
+
+/* The tree written another way than the backend's in-place doubling: the
+ * largest power of two below n ranks on the left, the rest on the right. */
+static float tree_of(const float *v, int n) {
+  if (n == 1) return v[0];
+  int h = 1;
+  while (2 * h < n) h *= 2;
+  return tree_of(v, h) + tree_of(v + h, n - h);
+}
+
+static void seeded_tree_sum(const sum_case *k, int W, uint64_t seed, float *ref) {
+  int rot = (int)((seed / 2) % (uint64_t)W);
+  for (int64_t i = 0; i < k->n; i++) {
+    float leaves[MAX_W];
+    for (int j = 0; j < W; j++) leaves[j] = k->in[(rot + j) % W][i];
+    ref[i] = tree_of(leaves, W) + 0.0f;
+  }
+}
+
+/* Tree seeds (even): the pairwise tree over the rotated ranks on every
+ * rank, in either mode; the same seed repeats exactly; from 4 ranks on it
+ * differs in bits from every ring order, with 2 it is the ring's sum. */
+static void test_allreduce_tree_order(void **state) {
+  (void)state;
+  const int worlds[] = {2, 4, 5, 8};
+  for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
+    int W = worlds[w];
+    float tree[N], again[N], other[N], ring[N];
+    seeded_allreduce(W, 2, DL_REDUCE_ORDERED, seeded_tree_sum, tree);
+    seeded_allreduce(W, 2, DL_REDUCE_NATIVE, NULL, again);
+    assert_memory_equal(tree, again, sizeof tree); /* an order, not noise */
+    seeded_allreduce(W, 4, DL_REDUCE_ORDERED, seeded_tree_sum, other);
+    for (uint64_t seed = 1; seed < 2 * (uint64_t)W; seed += 2) {
+      seeded_allreduce(W, seed, DL_REDUCE_ORDERED, seeded_ring_sum, ring);
+      if (W == 2) assert_memory_equal(tree, ring, sizeof tree);
+      else assert_true(memcmp(tree, ring, sizeof tree) != 0);
+    }
+    if (W == 4) assert_true(memcmp(tree, other, sizeof tree) != 0); /* other pairs */
+  }
+}
+
+/* record --repeat runs its repeats with seeds 1..n-1: any calibration
+ * (n >= 3) draws a ring (seed 1) and a tree (seed 2). */
+static void test_seed_orders_alternate(void **state) {
+  (void)state;
+  int order[MAX_W];
+  for (uint64_t seed = 1; seed <= 8; seed++)
+    assert_int_equal(dl_comm_seed_order(seed, 4, 0, order), seed % 2 == 0);
 }
 
 /* Pitfall N2: the order follows timing, but every rank still gets the same
@@ -557,6 +623,8 @@ int main(void) {
       cmocka_unit_test(test_allreduce_native_within_bound),
       cmocka_unit_test(test_allreduce_arrival_order),
       cmocka_unit_test(test_allreduce_order_seed),
+      cmocka_unit_test(test_allreduce_tree_order),
+      cmocka_unit_test(test_seed_orders_alternate),
       cmocka_unit_test(test_broadcast_every_root),
       cmocka_unit_test(test_allgather),
       cmocka_unit_test(test_barrier),

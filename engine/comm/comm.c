@@ -130,6 +130,31 @@ void dl_comm_ring_order(int *order, int world, int owner) {
   for (int k = 0; k < world; k++) order[k] = (owner + 1 + k) % world;
 }
 
+/* -0 never comes out, as in the sums above (they start from +0), so a
+ * tree over two ranks gives the same bits as any other order. */
+void dl_comm_sum_tree(float *dst, const float *const *src, int world, int64_t n,
+                      const int *order, float *leaves) {
+  for (int64_t i = 0; i < n; i++) {
+    for (int k = 0; k < world; k++) leaves[k] = src[order[k]][i];
+    for (int stride = 1; stride < world; stride *= 2)
+      for (int k = 0; k + stride < world; k += 2 * stride) leaves[k] += leaves[k + stride];
+    dst[i] = leaves[0] + 0.0f;
+  }
+}
+
+/* Odd and even seeds alternate so that the repeats 1, 2, ... of a
+ * calibration draw both kinds; the rotation (seed / 2) runs through every
+ * ring start and both pairings of a tree over 4 ranks. */
+bool dl_comm_seed_order(uint64_t seed, int world, int owner, int *order) {
+  int rot = (int)((seed / 2) % (uint64_t)world);
+  if (seed % 2) {
+    dl_comm_ring_order(order, world, (owner + rot) % world);
+    return false;
+  }
+  for (int k = 0; k < world; k++) order[k] = (rot + k) % world;
+  return true;
+}
+
 void dl_comm_clock_order(int *order, int world, const int *arrived) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -59,13 +59,16 @@ void dl_comm_set_reduce_mode(dl_comm *c, dl_reduce_mode m);
 dl_reduce_mode dl_comm_reduce_mode(const dl_comm *c);
 
 /* Calibration (dlcheck record --repeat, engine/perturb.h): seed != 0 makes
- * the local backend sum every chunk in ring order rotated by seed % W
- * ranks past the native one, whatever the mode, standing in for the other
- * orders NCCL and MPI pick by size, topology and version; 0 (the default)
- * leaves the mode's order. The seed fixes the order, so a calibration
- * repeats bit for bit. With two ranks every order gives the same bits
- * (a + b = b + a): only worlds of 3 and more vary. mpi and nccl ignore it
- * (their order is the library's). */
+ * the local backend sum in another library's order, whatever the mode:
+ * odd seeds every chunk in ring order rotated by (seed / 2) % W ranks past
+ * the native one (NCCL's ring), even seeds a pairwise tree over the ranks
+ * rotated by (seed / 2) % W, ((x_r + x_r+1) + (x_r+2 + x_r+3)) + ...
+ * (NCCL's tree, MPI's recursive doubling); 0 (the default) leaves the
+ * mode's order. The seed fixes the order, so a calibration repeats bit for
+ * bit, and repeats 1, 2, ... draw both kinds. With two ranks every order
+ * gives the same bits (a + b = b + a), with three a tree is one of the
+ * ring orders; from four on trees add in orders no ring does. mpi and nccl
+ * ignore it (their order is the library's). */
 void dl_comm_set_order_seed(dl_comm *c, uint64_t seed);
 
 /* Seconds a collective waits for the other ranks (> 0, at most 1e6).

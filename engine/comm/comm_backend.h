@@ -50,6 +50,19 @@ void dl_comm_sum_in_order(float *dst, const float *const *src, int world, int64_
 void dl_comm_ring_order(int *order, int world, int owner);
 void dl_comm_clock_order(int *order, int world, const int *arrived);
 
+/* dst[i] = a pairwise tree over the ranks in `order`: ((x_o0 + x_o1) +
+ * (x_o2 + x_o3)) + ..., a rank left over at each level joining the next
+ * (what recursive doubling and a binary reduction tree add), in float32.
+ * leaves: room for `world` floats. dst must not alias a source. */
+void dl_comm_sum_tree(float *dst, const float *const *src, int world, int64_t n,
+                      const int *order, float *leaves);
+/* The calibration order of seed != 0 (dl_comm_set_order_seed) for the
+ * chunk rank `owner` sums, into order. Odd seeds: ring order starting
+ * (seed / 2) % W + 1 ranks after the owner (returns false: sum it with
+ * dl_comm_sum_in_order). Even seeds: the ranks rotated by (seed / 2) % W,
+ * whatever the owner (returns true: sum it with dl_comm_sum_tree). */
+bool dl_comm_seed_order(uint64_t seed, int world, int owner, int *order);
+
 /* Appends "rank 3" / "ranks 0, 2, 5" (at most 16 named, then a count). */
 void dl_comm_format_ranks(char *buf, size_t cap, const int *ranks, int n);
 

@@ -96,9 +96,26 @@ static void local_abort(dl_comm *c) {
 
 static dl_status local_barrier(dl_comm *c) { return group_barrier(c, "barrier", false); }
 
+/* The chunk's sum, in rank order, ring order for NATIVE, arrival order
+ * under N2, or a calibration repeat's ring or tree (another library's
+ * order). */
+static void sum_chunk(const dl_comm *c, const local_group *g, float *sum, const float **src,
+                      int64_t n, int *order, float *leaves) {
+  int W = c->world;
+  if (c->order_seed) {
+    if (dl_comm_seed_order(c->order_seed, W, c->rank, order)) {
+      dl_comm_sum_tree(sum, src, W, n, order, leaves);
+      return;
+    }
+  } else if (c->mode == DL_REDUCE_NATIVE) dl_comm_ring_order(order, W, c->rank);
+  else if (c->arrival_order) dl_comm_clock_order(order, W, g->arrival);
+  else
+    for (int k = 0; k < W; k++) order[k] = k;
+  dl_comm_sum_in_order(sum, src, W, n, order);
+}
+
 /* Rank r owns the elements [lo, hi) of the result: it sums them over ranks
- * (in rank order, ring order for NATIVE, or arrival order under N2) and
- * writes them to everyone. */
+ * and writes them to everyone. */
 static dl_status local_allreduce(dl_comm *c, float *buf, int64_t n) {
   local_group *g = c->impl;
   int W = c->world;
@@ -106,23 +123,20 @@ static dl_status local_allreduce(dl_comm *c, float *buf, int64_t n) {
   DL_TRY(group_barrier(c, "allreduce", true));
   int64_t lo = n * c->rank / W, hi = n * (c->rank + 1) / W;
   float *sum = malloc((size_t)(hi - lo + 1) * sizeof *sum);
+  float *leaves = malloc((size_t)W * sizeof *leaves);
   const float **src = malloc((size_t)W * sizeof *src);
   int *order = malloc((size_t)W * sizeof *order);
-  if (!sum || !src || !order) {
+  if (!sum || !leaves || !src || !order) {
     free(sum);
+    free(leaves);
     free(src);
     free(order);
     local_abort(c);
     return dl_fail(DL_ERR_NOMEM, "allreduce: out of memory (rank %d)", c->rank);
   }
   for (int r = 0; r < W; r++) src[r] = (const float *)g->slot[r] + lo;
-  if (c->order_seed) /* a calibration repeat: another library's order */
-    dl_comm_ring_order(order, W, (int)((c->rank + c->order_seed % (uint64_t)W) % (uint64_t)W));
-  else if (c->mode == DL_REDUCE_NATIVE) dl_comm_ring_order(order, W, c->rank);
-  else if (c->arrival_order) dl_comm_clock_order(order, W, g->arrival);
-  else
-    for (int k = 0; k < W; k++) order[k] = k;
-  dl_comm_sum_in_order(sum, src, W, hi - lo, order);
+  sum_chunk(c, g, sum, src, hi - lo, order, leaves);
+  free(leaves);
   free(src);
   free(order);
   dl_status s = group_barrier(c, "allreduce", false);
