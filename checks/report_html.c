@@ -306,11 +306,77 @@ static dl_status band_plot(FILE *f, const dlc_scenario_result *r,
   return DL_OK;
 }
 
+/* The final tensors drawn: the worst ones, so that a model with hundreds
+ * of tensors keeps the page small (report.json has every one). */
+enum { FINAL_BARS_MAX = 24 };
+
+typedef struct final_rank {
+  int k;           /* in the envelope */
+  double distance; /* of the run's tensor */
+} final_rank;
+
+/* Farthest first; ties in the envelope's order, so the page is the same
+ * bytes everywhere (qsort is not stable). */
+static int farthest_first(const void *a, const void *b) {
+  const final_rank *x = a, *y = b;
+  if (x->distance != y->distance) return x->distance < y->distance ? 1 : -1;
+  return (x->k > y->k) - (x->k < y->k);
+}
+
+static void finals_bars(FILE *f, const dlc_scenario_result *r, const final_rank *rank,
+                        double *y, const char **cats) {
+  const dlc_envelope *e = r->envelope;
+  int n = e->nfinals < FINAL_BARS_MAX ? e->nfinals : FINAL_BARS_MAX, outside = 0;
+  for (int i = 0; i < e->nfinals; i++) outside += !(rank[i].distance <= e->widen);
+  for (int i = 0; i < n; i++) {
+    y[i] = rank[i].distance;
+    cats[i] = e->finals[rank[i].k].name;
+  }
+  char title[96], gate[48], name[DLC_NAME_MAX + 64];
+  int len = snprintf(title, sizeof title, "Final tensors: %d of %d outside the envelope",
+                     outside, e->nfinals);
+  if (n < e->nfinals) snprintf(title + len, sizeof title - (size_t)len, ", worst %d", n);
+  snprintf(gate, sizeof gate, "gate: %g times the spread", e->widen);
+  snprintf(name, sizeof name, "%s: max |x - reference| / the repeats' spread",
+           r->traces[0].run);
+  dlc_plot_series s = {.name = name, .y = y, .n = n, .color = dlc_plot_color(0)};
+  dlc_svg_bars(f, &(dlc_plot){.title = title, .xlabel = "final tensor",
+                              .ylabel = "distance (spreads)", .logy = true, .height = 300,
+                              .limit = e->widen, .limit_label = gate},
+               cats, n, &s, 1);
+}
+
+/* A calibrated golden's final tensors: each one's largest difference from
+ * the reference over the repeats' spread (its distance, envelope.h) as a
+ * bar, the gate at the widening. */
+static dl_status finals_plot(FILE *f, const dlc_scenario_result *r) {
+  const dlc_envelope *e = r->envelope;
+  if (!r->golden_trace || e->nfinals == 0) return DL_OK;
+  final_rank *rank = malloc((size_t)e->nfinals * sizeof *rank);
+  double *y = malloc(FINAL_BARS_MAX * sizeof *y);
+  const char **cats = malloc(FINAL_BARS_MAX * sizeof *cats);
+  dl_status st = DL_OK;
+  if (!rank || !y || !cats)
+    st = dl_fail(DL_ERR_NOMEM, "HTML report: out of memory for the final tensors of %s",
+                 r->scenario);
+  for (int k = 0; !st && k < e->nfinals; k++)
+    rank[k] = (final_rank){.k = k, .distance = dlc_envelope_final_distance(
+                                       &e->finals[k], r->golden_trace, &r->traces[0]).distance};
+  if (!st) {
+    qsort(rank, (size_t)e->nfinals, sizeof *rank, farthest_first);
+    finals_bars(f, r, rank, y, cats);
+  }
+  free(rank);
+  free(y);
+  free(cats);
+  return st;
+}
+
 static dl_status envelope_plots(FILE *f, const dlc_scenario_result *r) {
   if (!r->envelope || r->ntraces < 1) return DL_OK;
   for (int k = 0; k < r->envelope->nseries; k++)
     DL_TRY(band_plot(f, r, &r->envelope->series[k]));
-  return DL_OK;
+  return finals_plot(f, r);
 }
 
 /* ---- page -------------------------------------------------------------------- */

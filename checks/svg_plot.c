@@ -269,6 +269,19 @@ static void legend(FILE *f, const frame *fr, const dlc_plot_series *s, int ns, b
   }
 }
 
+static bool has_limit(const dlc_plot *p) { return p->limit_label && isfinite(p->limit); }
+
+static void limit_line(FILE *f, const frame *fr, const axis *ay, const dlc_plot *p) {
+  double py;
+  if (!has_limit(p) || !axis_pixel(ay, p->limit, &py)) return;
+  fprintf(f, "<line class=\"limit\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+             "stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"6,3\"/>"
+             "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#d62728\">",
+          fr->left, fr->right, py, py, fr->right - 3, py - 3);
+  put_text(f, p->limit_label, LEGEND_CHARS);
+  fputs("</text>\n", f);
+}
+
 static void no_data(FILE *f, const frame *fr) {
   fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">no finite values "
              "to plot</text>\n", (fr->left + fr->right) / 2, (fr->top + fr->bottom) / 2);
@@ -415,6 +428,8 @@ void dlc_svg_lines(FILE *f, const dlc_plot *p, const dlc_plot_series *s, int ns)
     if (xhi < xlo || s[k].x0 < xlo) xlo = s[k].x0;
     if (s[k].x0 + s[k].n - 1 > xhi) xhi = s[k].x0 + s[k].n - 1;
   }
+  bool any = e.any; /* data, not the limit */
+  if (has_limit(p)) extent_add(&e, p->limit);
   frame fr = make_frame(p, s, ns, 0);
   axis ax = {0}, ay = {0};
   if (xhi < xlo) xlo = xhi = 0;
@@ -438,7 +453,8 @@ void dlc_svg_lines(FILE *f, const dlc_plot *p, const dlc_plot_series *s, int ns)
   for (int k = 0; k < ns; k++) draw_series(f, &s[k], series_color(&s[k], k), &ax, &ay);
   for (int k = 0; k < ns; k++)
     if (has_band(&s[k])) mark_outside(f, &s[k], &ax, &ay);
-  if (!e.any) no_data(f, &fr);
+  limit_line(f, &fr, &ay, p);
+  if (!any) no_data(f, &fr);
   else if (p->logy && !e.anypos)
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">every value "
                "is 0</text>\n", (fr.left + fr.right) / 2, (fr.top + fr.bottom) / 2);
@@ -450,7 +466,7 @@ void dlc_svg_lines(FILE *f, const dlc_plot *p, const dlc_plot_series *s, int ns)
 /* ---- bars ------------------------------------------------------------------- */
 
 static void draw_bar(FILE *f, const frame *fr, const axis *ay, double x, double w, double v,
-                     const char *color, const char *series, const char *category) {
+                     const char *color, bool over, const char *series, const char *category) {
   double base = ay->log ? ay->px_lo : 0, top;
   if (!ay->log && !axis_pixel(ay, 0, &base)) return;
   if (isnan(v)) return;
@@ -458,8 +474,8 @@ static void draw_bar(FILE *f, const frame *fr, const axis *ay, double x, double 
   else if (!axis_pixel(ay, v, &top)) return;
   double y = fmin(top, base), h = fabs(base - top);
   if (h < 1) h = 1, y = base - 1; /* a zero is a visible sliver */
-  fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
-          x, y, w, h, color);
+  fprintf(f, "<rect%s x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>",
+          over ? " class=\"over\"" : "", x, y, w, h, over ? "#d62728" : color);
   put_text(f, series, 64);
   fputs(", ", f);
   put_text(f, category, 64);
@@ -474,6 +490,8 @@ void dlc_svg_bars(FILE *f, const dlc_plot *p, const char *const *categories, int
   extent e = {0};
   for (int k = 0; k < ns; k++)
     for (int64_t c = 0; c < s[k].n && c < ncat; c++) extent_add(&e, s[k].y[c]);
+  bool any = e.any; /* data, not the limit */
+  if (has_limit(p)) extent_add(&e, p->limit);
   frame fr = make_frame(p, s, ns, CATEGORY_SPACE);
   axis ay = {0};
   if (p->logy) log_axis(&ay, &e);
@@ -492,13 +510,15 @@ void dlc_svg_bars(FILE *f, const dlc_plot *p, const char *const *categories, int
     for (int k = 0; k < ns; k++)
       if (c < s[k].n)
         draw_bar(f, &fr, &ay, gx + group * 0.1 + k * bar, bar, s[k].y[c],
-                 series_color(&s[k], k), s[k].name ? s[k].name : "", categories[c]);
+                 series_color(&s[k], k), has_limit(p) && s[k].y[c] > p->limit,
+                 s[k].name ? s[k].name : "", categories[c]);
     fprintf(f, "<text transform=\"translate(%.1f,%d) rotate(-35)\" text-anchor=\"end\">",
             gx + group / 2, fr.bottom + 12);
     put_text(f, categories[c], CATEGORY_CHARS);
     fputs("</text>\n", f);
   }
-  if (!e.any) no_data(f, &fr);
+  limit_line(f, &fr, &ay, p);
+  if (!any) no_data(f, &fr);
   axis_labels(f, &fr, p, CATEGORY_SPACE);
   legend(f, &fr, s, ns, true);
   fputs("</svg>\n", f);

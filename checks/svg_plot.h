@@ -31,6 +31,11 @@ typedef struct dlc_plot {
   const char *title, *xlabel, *ylabel;
   bool logy;
   int width, height;  /* of the plotting frame with its axes; 0: 640 x 260 */
+  /* Optional (limit_label not NULL): a dashed red line across the frame at
+   * y = limit, labelled (class "limit"), such as a gate; bars above it are
+   * drawn red (class "over"). */
+  const char *limit_label;
+  double limit;
 } dlc_plot;
 
 /* Palette colour i (cycles). */

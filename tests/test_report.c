@@ -626,10 +626,34 @@ static const char envelope_json_check[] =
     "q = {x['name']: x for x in e['quantities']}\n"
     "assert abs(q['loss']['distance'] - 100) < 1e-6 and q['loss']['step'] == 6, q\n"
     "assert q['loss']['outside'] is True and q['loss']['kind'] == 'series', q\n"
-    "assert q['grad_norm']['distance'] == 0 and q['grad_norm']['outside'] is False, q\n";
+    "assert q['grad_norm']['distance'] == 0 and q['grad_norm']['outside'] is False, q\n"
+    "assert q['param/0.bias']['distance'] == 64 and q['param/0.bias']['outside'] is True, q\n"
+    "assert q['param/0.weight']['distance'] == 2 and q['buffer/steps']['distance'] == 0, q\n"
+    "assert q['param/0.bias']['kind'] == 'final', q\n";
+
+enum { FINALS_CAP = 40 };
+
+/* Final tensor `name` of 3 elements in the golden and the run, the run's
+ * last element `delta` away; the repeats spread 1/1024, so its distance
+ * is delta * 1024 (exact: every number here is a short binary fraction). */
+static void add_final(dlc_scenario_result *r, const char *name, float delta) {
+  dl_tensor t = {0};
+  assert_int_equal(dl_tensor_f32(&t, 1, 3, 0, 0, 0, name), DL_OK);
+  for (int i = 0; i < 3; i++) dl_f32(&t)[i] = 0.5f * (float)(i + 1);
+  assert_int_equal(dlc_trace_add_final(r->golden_trace, name, &t), DL_OK);
+  dl_f32(&t)[2] += delta;
+  assert_int_equal(dlc_trace_add_final(&r->traces[0], name, &t), DL_OK);
+  dl_tensor_free(&t);
+  dlc_envelope *e = r->envelope;
+  assert_true(e->nfinals < FINALS_CAP);
+  dlc_envelope_final *f = &e->finals[e->nfinals++];
+  snprintf(f->name, sizeof f->name, "%s", name);
+  f->v[DLC_FIN_SPREAD] = 1.0 / 1024;
+}
 
 /* A calibrated golden: loss and grad_norm over 12 steps, the run leaving
- * the loss band at step 6 only. */
+ * the loss band at step 6 only; three final tensors at distances 2, 64
+ * (outside) and 0. */
 static void build_calibrated(dlc_scenario_result *r) {
   memset(r, 0, sizeof *r);
   snprintf(r->scenario, sizeof r->scenario, "calibrated");
@@ -661,6 +685,10 @@ static void build_calibrated(dlc_scenario_result *r) {
     }
   }
   ((dlc_series *)dlc_trace_series(&r->traces[0], "loss"))->v[6] += 0.1; /* 100 half-widths */
+  e->finals = xcalloc(FINALS_CAP, sizeof *e->finals);
+  add_final(r, "param/0.weight", 1.0f / 512);
+  add_final(r, "param/0.bias", 1.0f / 16);
+  add_final(r, "buffer/steps", 0);
 }
 
 static void test_envelope_band(void **state) {
@@ -671,8 +699,8 @@ static void test_envelope_band(void **state) {
   tmp_path(path, sizeof path, "calibrated.html");
   assert_int_equal(dlc_report_html(path, &r, 1, NULL), DL_OK);
   char *html = read_file(path, NULL);
-  /* loss and divergence plots, then one band plot per envelope series */
-  assert_int_equal(count_of(html, "<svg"), 2 + 2);
+  /* loss and divergence plots, one band plot per envelope series, the finals */
+  assert_int_equal(count_of(html, "<svg"), 2 + 2 + 1);
   assert_int_equal(count_of(html, "<polygon class=\"band\""), 2);
   assert_non_null(strstr(html, "loss: 1 step outside the envelope"));
   assert_non_null(strstr(html, "grad_norm: 0 steps outside the envelope"));
@@ -689,8 +717,82 @@ static void test_envelope_band(void **state) {
   if (!have(PYTHON)) skip();
   assert_int_equal(python("check_envelope_json.py", envelope_json_check, path), 0);
   tmp_path(path, sizeof path, "calibrated.html");
-  snprintf(args, sizeof args, "%s 4", path);
+  snprintf(args, sizeof args, "%s 5", path);
   assert_int_equal(python("check_html.py", html_check, args), 0);
+}
+
+/* The finals plot's geometry: the bar outside the gate reaches above the
+ * gate line, the others stay below it. */
+static const char finals_geometry_check[] =
+    "import sys, xml.etree.ElementTree as ET\n"
+    "root = ET.parse(sys.argv[1]).getroot()\n"
+    "svg = [s for s in root.iter('svg') if any(e.get('class') == 'limit' for e in s.iter())]\n"
+    "assert len(svg) == 1, len(svg)\n"
+    "line = [e for e in svg[0].iter('line') if e.get('class') == 'limit'][0]\n"
+    "gate = float(line.get('y1'))\n"
+    "bars = [e for e in svg[0].iter('rect') if e.find('title') is not None]\n"
+    "assert len(bars) == 3, len(bars)\n"
+    "over = [b for b in bars if b.get('class') == 'over']\n"
+    "assert len(over) == 1 and float(over[0].get('y')) < gate, (gate, over[0].attrib)\n"
+    "assert all(float(b.get('y')) > gate for b in bars if b not in over)\n";
+
+static const char *after(const char *html, const char *what) {
+  const char *p = strstr(html, what);
+  if (!p) fail_msg("'%s' not in the page", what);
+  return p;
+}
+
+/* r's report.html as tmp file `name` (path: its path), r freed. */
+static char *html_of(dlc_scenario_result *r, const char *name, char path[256]) {
+  tmp_path(path, 256, name);
+  assert_int_equal(dlc_report_html(path, r, 1, NULL), DL_OK);
+  dlc_result_free(r);
+  return read_file(path, NULL);
+}
+
+/* The final tensors of a calibrated golden: one bar each, the farthest
+ * first, red above the gate line at the widening. */
+static void test_envelope_finals_plot(void **state) {
+  (void)state;
+  dlc_scenario_result r;
+  build_calibrated(&r);
+  char path[256];
+  char *html = html_of(&r, "finals.html", path);
+  assert_non_null(strstr(html, "Final tensors: 1 of 3 outside the envelope<"));
+  assert_int_equal(count_of(html, "class=\"limit\""), 1);
+  assert_non_null(strstr(html, ">gate: 4 times the spread</text>"));
+  assert_int_equal(count_of(html, "class=\"over\""), 1);
+  const char *bias = after(html, ", param/0.bias: 64</title>");
+  const char *weight = after(html, ", param/0.weight: 2</title>");
+  const char *steps = after(html, ", buffer/steps: 0</title>");
+  assert_true(bias < weight && weight < steps);
+  free(html);
+  if (!have(PYTHON)) skip();
+  assert_int_equal(python("check_finals.py", finals_geometry_check, path), 0);
+}
+
+/* Many final tensors: only the worst FINAL_BARS_MAX (24) are drawn, the
+ * title counts every one. */
+static void test_envelope_finals_worst(void **state) {
+  (void)state;
+  dlc_scenario_result r;
+  build_calibrated(&r);
+  for (int k = 1; k <= 30; k++) { /* distances 1 .. 30 */
+    char name[16];
+    snprintf(name, sizeof name, "t/%02d", k);
+    add_final(&r, name, (float)k / 1024);
+  }
+  char path[256];
+  char *html = html_of(&r, "finals_worst.html", path);
+  /* outside: param/0.bias (64) and t/05 .. t/30 */
+  assert_non_null(strstr(html, "Final tensors: 27 of 33 outside the envelope, worst 24<"));
+  assert_int_equal(count_of(html, "</title></rect>"), 24);
+  assert_int_equal(count_of(html, "class=\"over\""), 24);
+  after(html, ", param/0.bias: 64</title>");
+  after(html, ", t/08: 8</title>"); /* 64, then 30 down to 8: 24 bars */
+  assert_null(strstr(html, ", t/07: "));
+  assert_null(strstr(html, ", buffer/steps: "));
+  free(html);
 }
 
 static void test_html_size(void **state) {
@@ -895,6 +997,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_html, setup, teardown),
       cmocka_unit_test(test_html_size),
       cmocka_unit_test(test_envelope_band),
+      cmocka_unit_test(test_envelope_finals_plot),
+      cmocka_unit_test(test_envelope_finals_worst),
       cmocka_unit_test_setup_teardown(test_write_all, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_all_errors, setup, teardown),
       cmocka_unit_test(test_utf8_and_xml),
