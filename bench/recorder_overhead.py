@@ -117,7 +117,7 @@ def main(argv: List[str]) -> None:
     torch.set_num_threads(1)
     print(f"# torch {torch.__version__}, 1 thread, {args.steps} steps x {args.rounds} rounds, "
           "median")
-    print(f"# model mode             ms/step  overhead  save ms")
+    print("# model mode             ms/step  overhead  save ms")
     with tempfile.TemporaryDirectory() as out:
         for name in (["mlp", "cnn"] if args.model == "all" else [args.model]):
             bench(name, args.steps if name == "mlp" else max(args.steps // 10, 5), args.rounds,

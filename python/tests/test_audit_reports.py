@@ -6,7 +6,6 @@ layer."""
 from __future__ import annotations
 
 import json
-import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from dlcheck.audit import run_audit
 from dlcheck.audit.scenario import Check, Family, NotTested, write
-from dlcheck.audit.summary import AuditResult, Outcome, outcomes, render
+from dlcheck.audit.summary import AuditResult, outcomes, render
 
 from test_audit_adapter import GOOD, adapter
 

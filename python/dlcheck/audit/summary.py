@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-
 @dataclass
 class Outcome:
     """One check's result as report.json gives it."""
