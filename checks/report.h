@@ -65,7 +65,9 @@ dl_status dlc_report_json(const char *path, const dlc_scenario_result *results, 
 dl_status dlc_report_junit(const char *path, const dlc_scenario_result *results, int n);
 /* One page, no scripts, no external resources: environment, a table of
  * checks and pitfalls per scenario, and SVG plots of loss curves, per-step
- * divergence from the reference run and per-layer divergence. */
+ * divergence from the reference run and per-layer divergence; for a
+ * calibrated golden each envelope series over its band and the final
+ * tensors' distances against the gate (the worst 24). */
 dl_status dlc_report_html(const char *path, const dlc_scenario_result *results, int n,
                           const char *env_json);
 
