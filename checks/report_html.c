@@ -372,8 +372,46 @@ static dl_status finals_plot(FILE *f, const dlc_scenario_result *r) {
   return st;
 }
 
+enum { DISTANCE_LINES_MAX = 8 };
+
+/* Every series' distance from its band, step by step, on one log axis with
+ * the gate: calibrated bands are often a few ulp wide, invisible beside the
+ * values in the band plots, while the distance shows how close each step
+ * came to the gate. */
+static dl_status distance_plot(FILE *f, const dlc_scenario_result *r) {
+  const dlc_envelope *e = r->envelope;
+  dlc_plot_series s[DISTANCE_LINES_MAX];
+  double *y[DISTANCE_LINES_MAX] = {0};
+  int ns = 0;
+  dl_status st = DL_OK;
+  for (int k = 0; !st && k < e->nseries && ns < DISTANCE_LINES_MAX; k++) {
+    const dlc_envelope_series *es = &e->series[k];
+    const dlc_series *x = dlc_trace_series(&r->traces[0], es->name);
+    if (!x || x->n != es->n || es->n == 0) continue;
+    if (!(y[ns] = malloc((size_t)es->n * sizeof *y[ns]))) {
+      st = dl_fail(DL_ERR_NOMEM, "HTML report: out of memory for the distances of %s",
+                   r->scenario);
+      break;
+    }
+    for (int64_t i = 0; i < es->n; i++) y[ns][i] = dlc_envelope_step_distance(es, i, x->v[i]);
+    s[ns] = (dlc_plot_series){.name = es->name, .y = y[ns], .n = es->n,
+                              .color = dlc_plot_color(ns)};
+    ns++;
+  }
+  char gate[48];
+  snprintf(gate, sizeof gate, "gate: %g half-widths", e->widen);
+  if (!st && ns)
+    dlc_svg_lines(f, &(dlc_plot){.title = "Distance from the envelope per step",
+                                 .xlabel = "step", .ylabel = "distance (half-widths)",
+                                 .logy = true, .limit = e->widen, .limit_label = gate},
+                  s, ns);
+  for (int i = 0; i < ns; i++) free(y[i]);
+  return st;
+}
+
 static dl_status envelope_plots(FILE *f, const dlc_scenario_result *r) {
   if (!r->envelope || r->ntraces < 1) return DL_OK;
+  DL_TRY(distance_plot(f, r));
   for (int k = 0; k < r->envelope->nseries; k++)
     DL_TRY(band_plot(f, r, &r->envelope->series[k]));
   return finals_plot(f, r);

@@ -699,8 +699,14 @@ static void test_envelope_band(void **state) {
   tmp_path(path, sizeof path, "calibrated.html");
   assert_int_equal(dlc_report_html(path, &r, 1, NULL), DL_OK);
   char *html = read_file(path, NULL);
-  /* loss and divergence plots, one band plot per envelope series, the finals */
-  assert_int_equal(count_of(html, "<svg"), 2 + 2 + 1);
+  /* loss and divergence plots, the distances, one band plot per envelope
+   * series, the finals */
+  assert_int_equal(count_of(html, "<svg"), 2 + 1 + 2 + 1);
+  /* Both series on the distance plot, with the gate. */
+  const char *d = strstr(html, "Distance from the envelope per step");
+  assert_non_null(d);
+  assert_non_null(strstr(d, "gate: 4 half-widths"));
+  assert_true(strstr(d, ">loss<") && strstr(d, ">grad_norm<"));
   assert_int_equal(count_of(html, "<polygon class=\"band\""), 2);
   assert_non_null(strstr(html, "loss: 1 step outside the envelope"));
   assert_non_null(strstr(html, "grad_norm: 0 steps outside the envelope"));
@@ -717,7 +723,7 @@ static void test_envelope_band(void **state) {
   if (!have(PYTHON)) skip();
   assert_int_equal(python("check_envelope_json.py", envelope_json_check, path), 0);
   tmp_path(path, sizeof path, "calibrated.html");
-  snprintf(args, sizeof args, "%s 5", path);
+  snprintf(args, sizeof args, "%s 6", path);
   assert_int_equal(python("check_html.py", html_check, args), 0);
 }
 
@@ -726,7 +732,8 @@ static void test_envelope_band(void **state) {
 static const char finals_geometry_check[] =
     "import sys, xml.etree.ElementTree as ET\n"
     "root = ET.parse(sys.argv[1]).getroot()\n"
-    "svg = [s for s in root.iter('svg') if any(e.get('class') == 'limit' for e in s.iter())]\n"
+    "svg = [s for s in root.iter('svg') if any(e.get('class') == 'limit' for e in s.iter())\n"
+    "       and any(e.tag == 'rect' and e.find('title') is not None for e in s.iter())]\n"
     "assert len(svg) == 1, len(svg)\n"
     "line = [e for e in svg[0].iter('line') if e.get('class') == 'limit'][0]\n"
     "gate = float(line.get('y1'))\n"
@@ -759,7 +766,7 @@ static void test_envelope_finals_plot(void **state) {
   char path[256];
   char *html = html_of(&r, "finals.html", path);
   assert_non_null(strstr(html, "Final tensors: 1 of 3 outside the envelope<"));
-  assert_int_equal(count_of(html, "class=\"limit\""), 1);
+  assert_int_equal(count_of(html, "class=\"limit\""), 2); /* the distances' gate, and this */
   assert_non_null(strstr(html, ">gate: 4 times the spread</text>"));
   assert_int_equal(count_of(html, "class=\"over\""), 1);
   const char *bias = after(html, ", param/0.bias: 64</title>");
