@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from typing import Any, Optional
 
@@ -26,12 +27,15 @@ def repo_root() -> str:
 
 
 def find_binary(explicit: Optional[str] = None) -> str:
-    """The dlcheck executable: explicit, $DLCHECK_BIN, or the release build."""
-    path = explicit or os.environ.get("DLCHECK_BIN") or \
+    """The dlcheck executable: explicit, $DLCHECK_BIN, `dlcheck` on PATH
+    (a pip-installed package has no tree around it), or the release build
+    of the tree this package runs from."""
+    path = explicit or os.environ.get("DLCHECK_BIN") or shutil.which("dlcheck") or \
         os.path.join(repo_root(), "build", "release", "cli", "dlcheck")
     if not os.access(path, os.X_OK):
-        raise HarnessError(f"no dlcheck binary at {path}: build it (cmake --preset release && "
-                           f"cmake --build build/release) or set DLCHECK_BIN")
+        raise HarnessError(f"no dlcheck binary at {path} (nor on PATH): build it (cmake --preset "
+                           "release && cmake --build build/release), put it on PATH, or set "
+                           "DLCHECK_BIN")
     return path
 
 
