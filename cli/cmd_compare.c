@@ -26,6 +26,20 @@ static void add_series(dlc_check_spec *spec, const dlc_trace *a, const dlc_trace
   snprintf(spec->quantities[spec->nquantities++], DLC_NAME_MAX, "buffers");
 }
 
+/* The run name that stands for a file in the evidence: its path, or, when
+ * the path does not fit, "A: ...<its end>" — the check finds the two runs
+ * by name, so two long paths that share their start must not become the
+ * same name (the files would be compared with themselves). */
+static void run_label(char name[DLC_NAME_MAX], const char *path, const char *which) {
+  size_t n = strlen(path);
+  if (n < DLC_NAME_MAX) {
+    memcpy(name, path, n + 1);
+    return;
+  }
+  int keep = DLC_NAME_MAX - 1 - (int)strlen(which) - 5; /* "A: ..." */
+  snprintf(name, DLC_NAME_MAX, "%s: ...%s", which, path + n - (size_t)keep);
+}
+
 static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
   static dlc_golden_meta ma, mb;
   dlc_trace t[2];
@@ -40,11 +54,11 @@ static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
   }
   /* Runs named by file; B is the equivalence check's reference (a), which
    * its evidence names second: "A.h5 vs B.h5". */
-  snprintf(t[0].run, sizeof t[0].run, "%s", pa);
-  snprintf(t[1].run, sizeof t[1].run, "%s", pb);
+  run_label(t[0].run, pa, "A");
+  run_label(t[1].run, pb, "B");
   dlc_check_spec spec = {.name = "compare", .kind = "equivalence", .tol = *tol};
-  snprintf(spec.a, sizeof spec.a, "%s", pb);
-  snprintf(spec.b, sizeof spec.b, "%s", pa);
+  snprintf(spec.a, sizeof spec.a, "%s", t[1].run);
+  snprintf(spec.b, sizeof spec.b, "%s", t[0].run);
   add_series(&spec, &t[0], &t[1]);
   dlc_verdict v;
   dlc_verdict_init(&v, "compare", "", "");

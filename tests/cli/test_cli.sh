@@ -94,6 +94,13 @@ contains "compare gives A's value first" "($A) vs"
 contains "compare names tensors' files A first" "differs ($A vs $B)"
 contains "compare's environment A first" "environment ($A -> $B)"
 grep -qF ".h5//" "$WORK/out" && bad "no two paths joined by //" "$WORK/out" || ok "no two paths joined by //"
+# Two paths longer than a run name that share their start are still two
+# runs (once they were cut to the same name and compared with themselves).
+LONG="$WORK/$(printf 'd%.0s' $(seq 1 140))"
+mkdir -p "$LONG/a" "$LONG/b"
+cp "$A" "$LONG/a/t.h5" && cp "$B" "$LONG/b/t.h5"
+expect 1 "long paths that share their start stay apart" "$DLCHECK" compare "$LONG/a/t.h5" "$LONG/b/t.h5"
+contains "each named by its end" "(A: ..."
 # Runs given as recorded traces (trace: FILE) stand in for training: the
 # golden recorded above, read as a run, equals the engine's run bitwise; its
 # other settings are ignored (lr 0.5 would change every step).
