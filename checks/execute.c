@@ -499,15 +499,21 @@ static dl_status golden_meta_for(const dlc_scenario *s, const dlc_exec_options *
   return DL_OK;
 }
 
-/* Goldens record layer statistics at every step: a run that later fails
- * against the golden is trained again up to its first differing step and
- * compared layer by layer with them (locate.h); nothing else can stand in
- * for the golden's own numbers. Cost: docs/calibrated-goldens.md. */
+/* Goldens record layer statistics at every one of the first
+ * GOLDEN_STATS_STEPS steps (then on the run's own schedule): a run that
+ * later fails against the golden is trained again up to its first
+ * differing step and compared layer by layer with them (locate.h); nothing
+ * else can stand in for the golden's own numbers. The bound keeps a long
+ * run's golden small (about 1.5 KB per step for ten layers): a changed
+ * library or flag shows in the first steps. Cost: docs/calibrated-goldens.md. */
+enum { GOLDEN_STATS_STEPS = 1000 };
+
 static dlc_run_options record_options(const dlc_scenario *s, const dlc_exec_options *o,
                                       progress_ctx *p) {
   return (dlc_run_options){.root = o->root, .scenario = s->name, .workdir = o->workdir,
                            .progress = on_step, .user = p, .comm = o->comm,
-                           .device = exec_device(o), .stats_from = 0, .stats_to = INT64_MAX};
+                           .device = exec_device(o), .stats_from = 0,
+                           .stats_to = GOLDEN_STATS_STEPS};
 }
 
 /* A golden holds the reference run only: only it is trained. */

@@ -94,6 +94,28 @@ contains "compare gives A's value first" "($A) vs"
 contains "compare names tensors' files A first" "differs ($A vs $B)"
 contains "compare's environment A first" "environment ($A -> $B)"
 grep -qF ".h5//" "$WORK/out" && bad "no two paths joined by //" "$WORK/out" || ok "no two paths joined by //"
+# Goldens keep layer statistics at every one of the first 1000 steps, then
+# on the run's own schedule (here the default: the last step), so a long
+# run's golden stays small.
+mkdir -p "$WORK/long"
+cat >"$WORK/long/scenario.yaml" <<'YAML'
+name: long
+description: A long, tiny run for the golden's statistics bound.
+model: [{type: linear, in: 4, out: 2}]
+data: {source: blobs, n: 64, dim: 4, classes: 2, batch: 8}
+steps: 1003
+runs: {reference: {}}
+checks: [{name: finite, kind: nonfinite, a: reference}]
+YAML
+expect 0 "record a 1003-step golden" "$DLCHECK" record --golden-dir "$GOLDEN" "$WORK/long"
+if /usr/bin/python3 -c "import h5py" 2>/dev/null; then
+  expect 0 "its statistics: steps 0-999 and the last" /usr/bin/python3 -c "
+import h5py, sys
+with h5py.File(sys.argv[1]) as f:
+    steps = sorted(int(g.attrs['step']) for g in f['stats'].values())
+assert steps == list(range(1000)) + [1002], (len(steps), steps[-3:])" "$GOLDEN/long/cpu.h5"
+fi
+
 # Two paths longer than a run name that share their start are still two
 # runs (once they were cut to the same name and compared with themselves).
 LONG="$WORK/$(printf 'd%.0s' $(seq 1 140))"
