@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from dlcheck.audit import run_audit
+from dlcheck.audit.ddp import padding_duplicates
 from dlcheck.audit.loop import grad_scale
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "audit"
@@ -112,3 +113,35 @@ def test_grad_scale_is_the_least_squares_factor() -> None:
     assert grad_scale({"w": torch.tensor([2.0, 4.0])}, b) == pytest.approx(2.0)
     assert grad_scale({"w": torch.tensor([2.0, -1.0])}, b) == 0.0
     assert grad_scale(b, {"w": torch.zeros(2)}) == 0.0
+
+
+def sampler_streams(n: int, batch: int, seed: int, drop_last: bool, epochs: int = 3) -> list:
+    """Each of 2 ranks' sample indices over `epochs` reshuffled epochs, in
+    whole batches (a DataLoader with drop_last=True over a DistributedSampler)."""
+    from torch.utils.data import DistributedSampler
+
+    streams = []
+    for rank in range(2):
+        sampler = DistributedSampler(range(n), num_replicas=2, rank=rank, seed=seed,
+                                     drop_last=drop_last)
+        keys: list = []
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            order = list(sampler)
+            keys += order[:len(order) // batch * batch]
+        streams.append(keys)
+    return streams
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_padding_duplicates_counts_the_pad_and_nothing_of_the_next_epoch(seed: int) -> None:
+    # 1407 samples: padded to 704 per rank (44 batches of 16), or 703 cut to 688 (43)
+    assert padding_duplicates(sampler_streams(1407, 16, seed, False), 16) == (1, 704)
+    assert padding_duplicates(sampler_streams(1407, 16, seed, True), 16) == (0, 688)
+    assert padding_duplicates(sampler_streams(1408, 16, seed, False), 16) == (0, 704)
+
+
+def test_padding_duplicates_needs_a_second_epoch() -> None:
+    assert padding_duplicates([list(range(0, 64, 2)), list(range(1, 64, 2))], 8) is None
+    assert padding_duplicates([[1, 2, 1, 2], [3]], 2) is None  # rank 1 ends early
+    assert padding_duplicates([[1, 1, 2, 3], [4, 5]], 2) is None  # a repeat inside a batch

@@ -1,9 +1,10 @@
 """Data parallel: the team's code in 2 gloo processes on the CPU against
-one process with the same global batch (D1, D2, D3, D4, D5).
+one process with the same global batch (D1-D6).
 
   the data     each rank's batch stream from batches(seed, batch/2, rank=r,
                world_size=2), read without training: samples both ranks
-               see in an epoch (D1), an epoch order that repeats (D2)
+               see in an epoch (D1), an epoch order that repeats (D2),
+               samples the first epoch gives twice, a sampler's padding (D6)
   two_ranks    2 processes (torch.multiprocessing spawn, gloo on 127.0.0.1),
                the model through wrap_ddp, half the batch each; rank 0
                records; the ranks' parameters are compared after training,
@@ -27,7 +28,7 @@ import socket
 import time
 import traceback
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import torch
 import torch.distributed as dist
@@ -49,6 +50,8 @@ CLOSE = 0.05
 MAX_BATCHES = 400
 #: the ranks' first batches compared for shared samples
 OVERLAP_BATCHES = 8
+#: the share of rank 0's first samples also on rank 1 above which every rank sees the same data
+D1_OVERLAP = 0.01
 
 
 def free_port() -> int:
@@ -214,11 +217,41 @@ def _epoch(keys: list) -> list:
     return keys[:keys.index(keys[0], 1)] if keys[0] in keys[1:] else keys
 
 
+def _first_repeat(keys: list) -> Optional[int]:
+    """The first position whose sample this stream has already given (None
+    when none does)."""
+    seen: set = set()
+    for i, k in enumerate(keys):
+        if k in seen:
+            return i
+        seen.add(k)
+    return None
+
+
+def padding_duplicates(streams: list, batch: int) -> Optional[tuple[int, int]]:
+    """(samples given twice in the first epoch across the ranks, the
+    epoch's length per rank), or None when no rank's stream reaches a second
+    epoch. A sampler's padding puts a duplicate on another rank than the
+    original (pad < world size), never on the same one, so each rank's
+    first repeat of its own samples lies in the second epoch: at its start,
+    or a few samples in when the reshuffled epoch begins with samples the
+    other rank had. Epochs hold whole batches, so the epoch ends at the last
+    batch boundary at or before the earliest such repeat."""
+    repeats = [r for r in (_first_repeat(k) for k in streams) if r is not None]
+    if not repeats:
+        return None
+    length = min(repeats) // batch * batch
+    if length == 0 or any(len(k) < length for k in streams):
+        return None
+    epoch = [k for keys in streams for k in keys[:length]]
+    return len(epoch) - len(set(epoch)), length
+
+
 def run(ctx: Context) -> Family:
     fam = Family("ddp", DESCRIPTION)
     s, ad = ctx.settings, ctx.adapter
     if s.batch_size % WORLD:
-        fam.not_tested.append(NotTested("all_checks", ("D1", "D2", "D3", "D4", "D5"),
+        fam.not_tested.append(NotTested("all_checks", ("D1", "D2", "D3", "D4", "D5", "D6"),
                                         f"batch_size {s.batch_size} is odd"))
         return fam
     if not (ad.accepts("batches", "rank") and ad.accepts("batches", "world_size")):
@@ -235,6 +268,7 @@ def run(ctx: Context) -> Family:
     again = r0.index(r0[0], 1) if r0[0] in r0[1:] else None
     window = s.batch_size
     repeats = again is not None and r0[again:again + window] == r0[:window]
+    padded = padding_duplicates([r0, r1], s.batch_size // WORLD)
 
     rank0 = _two_ranks(ctx, work, fam.scenario)
     fam.runs["two_ranks"] = os.path.join(work, "two_ranks.h5")
@@ -251,6 +285,14 @@ def run(ctx: Context) -> Family:
             f"Of rank 0's first {len(e0)} samples {overlap:.1%} are also among rank 1's first "
             f"{len(e1)}" + (": every rank trains on the same data." if overlap > 0.5 else
                                  ".")))
+        if padded is not None and overlap <= D1_OVERLAP:
+            rec.metric("ddp_padding_duplicates", padded[0])
+            rec.note("ddp_padding_duplicates", (
+                f"In the first epoch ({padded[1]} samples per rank, {WORLD * padded[1]} in all) "
+                + (f"{padded[0]} sample(s) reach the ranks twice: the sampler pads the dataset "
+                   f"to a multiple of the world size with duplicates, so the gradient (and any "
+                   f"metric over the epoch) counts them twice." if padded[0] else
+                   "no sample reaches the ranks twice.")))
         if again is not None:
             rec.metric("ddp_epoch_order_repeats", int(repeats))
             rec.note("ddp_epoch_order_repeats", (
@@ -298,7 +340,7 @@ def run(ctx: Context) -> Family:
                     (" (the model has BatchNorm: each rank normalises its own half batch, "
                      "reported as expected)" if batchnorm else "")),
         Check("each_rank_its_own_shard", "metric_max", "one_process",
-              quantities=("ddp_rank_overlap", "ddp_rank_overlap"), threshold=0.01,
+              quantities=("ddp_rank_overlap", "ddp_rank_overlap"), threshold=D1_OVERLAP,
               catalogue=("D1",), about="the ranks' samples in an epoch do not overlap"),
         Check("replicas_hold_the_same_parameters", "metric_max", "two_ranks",
               quantities=("rank_param_mismatch", "rank_mismatch"), threshold=0,
@@ -340,5 +382,18 @@ def run(ctx: Context) -> Family:
     else:
         fam.not_tested.append(NotTested("metric_over_all_ranks", ("D5",),
                                         "the adapter has no evaluate"))
-    fam.not_tested.append(NotTested("no_padding_duplicates", ("D6",), "not measured yet"))
+    if overlap > D1_OVERLAP:
+        fam.not_tested.append(NotTested("no_padding_duplicates", ("D6",),
+                                        "the ranks share their samples (see D1)"))
+    elif padded is None:
+        fam.not_tested.append(NotTested("no_padding_duplicates", ("D6",),
+                                        f"no sample recurs within {MAX_BATCHES} batches of a "
+                                        f"rank (no second epoch, or the samples' first tensor "
+                                        f"is augmented afresh)"))
+    else:
+        fam.checks.append(Check(
+            "no_padding_duplicates", "metric_max", "one_process",
+            quantities=("ddp_padding_duplicates", "ddp_padding_duplicates"), threshold=0,
+            catalogue=("D6",), about="no sample reaches the ranks twice in an epoch (a "
+                                     "sampler's padding)"))
     return fam
