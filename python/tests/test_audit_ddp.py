@@ -145,3 +145,32 @@ def test_padding_duplicates_needs_a_second_epoch() -> None:
     assert padding_duplicates([list(range(0, 64, 2)), list(range(1, 64, 2))], 8) is None
     assert padding_duplicates([[1, 2, 1, 2], [3]], 2) is None  # rank 1 ends early
     assert padding_duplicates([[1, 1, 2, 3], [4, 5]], 2) is None  # a repeat inside a batch
+
+
+#: d7's noise seeded with the rank: the ranks draw their own noise (no D7), though
+#: not the noise one process would draw for those samples
+RANK_SEEDED_NOISE = """
+    import torch
+    from d7_rank_noise_from_shared_seed import *
+    from d7_rank_noise_from_shared_seed import batches as noisy_batches
+
+
+    def batches(seed, batch_size, rank=0, world_size=1):
+        def dataset(seed):
+            data = NoisyDigits(seed)
+            data.generator = torch.Generator().manual_seed(seed * 1000 + rank)
+            return data
+        return noisy_batches(seed, batch_size, rank, world_size, dataset=dataset)
+    """
+
+
+def test_rank_seeded_noise_is_not_d7_but_differs_from_one_process(tmp_path: Path) -> None:
+    path = tmp_path / "pipeline.py"
+    path.write_text(f"import sys\nsys.path.insert(0, {str(EXAMPLES)!r})\n" +
+                    textwrap.dedent(RANK_SEEDED_NOISE))
+    result = run_audit(path, tmp_path / "out", families=["ddp"])
+    assert result.message == "", result.message
+    checks = ddp_outcomes(result)
+    assert checks["ranks_draw_their_own_noise"].verdict == "pass", result.text
+    assert not result.ids, result.text
+    assert checks["ranks_match_one_process"].verdict == "fail"  # unexplained: no ID

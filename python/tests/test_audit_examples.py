@@ -27,7 +27,6 @@ NO_PAIR = {
     "A3": "bfloat16 gradients do not overflow at any scale a CPU run reaches",
     "A4": "the CPU has no float16 autocast; bfloat16 losses are computed in float32",
     "A5": "needs fp16 and bf16 both measured: fp16 autocast is CUDA-only",
-    "D7": "per-rank noise keyed by row needs a rank-aware noise source (not in the examples yet)",
     "N2": "CPU PyTorch's reductions are ordered for a fixed thread count; a Python thread "
           "pool summing in completion order differs only by chance, a flaky example",
     "N4": "a CUDA/cuDNN/NCCL version change needs a GPU and a golden recorded on another",

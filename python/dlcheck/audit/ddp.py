@@ -1,10 +1,13 @@
 """Data parallel: the team's code in 2 gloo processes on the CPU against
-one process with the same global batch (D1-D6).
+one process with the same global batch (D1-D7).
 
   the data     each rank's batch stream from batches(seed, batch/2, rank=r,
                world_size=2), read without training: samples both ranks
                see in an epoch (D1), an epoch order that repeats (D2),
-               samples the first epoch gives twice, a sampler's padding (D6)
+               samples the first epoch gives twice, a sampler's padding (D6);
+               rank 0's and rank 1's first batch with both samplers giving
+               rank 0's indices, and rank 0's with them one row up: the same
+               noise on both ranks that stays with the row (D7)
   two_ranks    2 processes (torch.multiprocessing spawn, gloo on 127.0.0.1),
                the model through wrap_ddp, half the batch each; rank 0
                records; the ranks' parameters are compared after training,
@@ -33,6 +36,7 @@ from typing import Any, Iterator, Optional
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.utils.data import DistributedSampler
 
 from ..digest import digest
 from .adapter import AdapterError, load_adapter, sample_keys
@@ -247,11 +251,103 @@ def padding_duplicates(streams: list, batch: int) -> Optional[tuple[int, int]]:
     return len(epoch) - len(set(epoch)), length
 
 
+@contextlib.contextmanager
+def sampler_as_rank0(rotate: int = 0) -> Iterator[list]:
+    """DistributedSampler.__iter__ patched for the block: every rank's
+    sampler gives rank 0's indices, rotated left by `rotate` (the same
+    samples on every rank, or one row further up); the list yields the rank
+    of each sampler iterated."""
+    original = DistributedSampler.__iter__
+    used: list = []
+
+    def patched(self: DistributedSampler) -> Iterator[int]:
+        rank, self.rank = self.rank, 0
+        try:
+            order = list(original(self))
+        finally:
+            self.rank = rank
+        used.append(rank)
+        return iter(order[rotate:] + order[:rotate])
+
+    DistributedSampler.__iter__ = patched  # type: ignore[method-assign]
+    try:
+        yield used
+    finally:
+        DistributedSampler.__iter__ = original  # type: ignore[method-assign]
+
+
+def _tensors(batch: Any) -> list[torch.Tensor]:
+    if isinstance(batch, torch.Tensor):
+        return [batch.detach().cpu()]
+    values = batch.values() if isinstance(batch, dict) else \
+        batch if isinstance(batch, (tuple, list)) else ()
+    return [t for v in values for t in _tensors(v)]
+
+
+def _first_batch(ctx: Context, rank: int, rotate: int) -> tuple[list[torch.Tensor], list]:
+    """The first batch batches() gives `rank` with its sampler patched
+    (sampler_as_rank0), drawn after torch.manual_seed(seed) as in a rank
+    process; and the ranks of the samplers it iterated."""
+    s, ad = ctx.settings, ctx.adapter
+    with sampler_as_rank0(rotate) as used, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(s.seed)
+        it = ad.batch_iter(s.seed, s.batch_size // WORLD, rank=rank, world_size=WORLD)
+        batch = ad.next_batch(it, 0)
+        close = getattr(it, "close", None)
+        if callable(close):
+            close()
+    return _tensors(batch), used
+
+
+def noise_probe(ctx: Context) -> Optional[tuple[bool, bool, str]]:
+    """Whether the ranks' batches share their random noise (D7): rank 0's
+    and rank 1's first batch on the same samples (both samplers give rank
+    0's indices) are bitwise equal, and the noise stays with the row, not
+    the sample (rank 0's batch with its samples one row up differs from its
+    own on those samples). Returns (same on both ranks, follows the row,
+    a note), or None when batches() iterates no DistributedSampler of each
+    rank (the audit gives the ranks the same samples through it)."""
+    a, used_a = _first_batch(ctx, 0, 0)
+    b, used_b = _first_batch(ctx, 1, 0)
+    c, used_c = _first_batch(ctx, 0, 1)
+    if 0 not in used_a or 1 not in used_b or 0 not in used_c:
+        return None
+    same = len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y)
+                                    for x, y in zip(a, b))
+    rows = [(x, y) for x, y in zip(c, a) if x.dim() and x.shape == y.shape]
+    moved = bool(rows) and all(torch.equal(x[:-1], y[1:]) for x, y in rows)
+    da, db = (f"{digest(t[0]):016x}" if t else "-" for t in (a, b))
+    note = (f"Given the same samples (each rank's DistributedSampler giving rank 0's indices), "
+            f"rank 0's first batch (digest {da}) and rank 1's ({db}) are " +
+            ("bitwise equal" if same else "different") + "; with the samples one row up, "
+            "each sample's values " + ("stay" if moved else "change") + ". ")
+    if same and not moved:
+        note += ("The random noise the batches receive follows the row and is the same on "
+                 "every rank: the ranks add the same noise to different samples.")
+    elif same:
+        note += "The noise (if any) follows the sample, as one process would draw it."
+    else:
+        note += "Each rank draws its own noise."
+    return same, not moved, note
+
+
+def _counted(fam: Family, name: str, metric: str, pitfall: str, about: str,
+             why_not: Optional[str]) -> None:
+    """A check that one_process's metric (a count) is 0, naming `pitfall`;
+    not tested, with why_not as the reason, when that is given."""
+    if why_not is not None:
+        fam.not_tested.append(NotTested(name, (pitfall,), why_not))
+    else:
+        fam.checks.append(Check(name, "metric_max", "one_process", quantities=(metric, metric),
+                                threshold=0, catalogue=(pitfall,), about=about))
+
+
 def run(ctx: Context) -> Family:
     fam = Family("ddp", DESCRIPTION)
     s, ad = ctx.settings, ctx.adapter
     if s.batch_size % WORLD:
-        fam.not_tested.append(NotTested("all_checks", ("D1", "D2", "D3", "D4", "D5", "D6"),
+        fam.not_tested.append(NotTested("all_checks", ("D1", "D2", "D3", "D4", "D5", "D6",
+                                                        "D7"),
                                         f"batch_size {s.batch_size} is odd"))
         return fam
     if not (ad.accepts("batches", "rank") and ad.accepts("batches", "world_size")):
@@ -269,6 +365,7 @@ def run(ctx: Context) -> Family:
     window = s.batch_size
     repeats = again is not None and r0[again:again + window] == r0[:window]
     padded = padding_duplicates([r0, r1], s.batch_size // WORLD)
+    noise = noise_probe(ctx)
 
     rank0 = _two_ranks(ctx, work, fam.scenario)
     fam.runs["two_ranks"] = os.path.join(work, "two_ranks.h5")
@@ -293,6 +390,9 @@ def run(ctx: Context) -> Family:
                    f"to a multiple of the world size with duplicates, so the gradient (and any "
                    f"metric over the epoch) counts them twice." if padded[0] else
                    "no sample reaches the ranks twice.")))
+        if noise is not None:
+            rec.metric("ddp_ranks_share_noise", int(noise[0] and noise[1]))
+            rec.note("ddp_ranks_share_noise", noise[2])
         if again is not None:
             rec.metric("ddp_epoch_order_repeats", int(repeats))
             rec.note("ddp_epoch_order_repeats", (
@@ -334,7 +434,7 @@ def run(ctx: Context) -> Family:
     fam.checks += [
         Check("ranks_match_one_process", "equivalence", "one_process", "two_ranks",
               quantities=("params",), tolerance="close(1e-4, 1e-6)",
-              explained_by=("D1", "D3"), expect_divergence=batchnorm,
+              explained_by=("D1", "D3", "D7"), expect_divergence=batchnorm,
               about=f"{WORLD} ranks with half the batch each train the weights one process "
                     f"trains with the whole batch" +
                     (" (the model has BatchNorm: each rank normalises its own half batch, "
@@ -356,14 +456,9 @@ def run(ctx: Context) -> Family:
     else:
         fam.not_tested.append(NotTested("replicas_hold_the_same_buffers", ("D4",),
                                         "the model has no buffers"))
-    if again is not None:
-        fam.checks.append(Check(
-            "epochs_reshuffled", "metric_max", "one_process",
-            quantities=("ddp_epoch_order_repeats", "ddp_epoch_order_repeats"), threshold=0,
-            catalogue=("D2",), about="each epoch visits the rank's samples in a new order"))
-    else:
-        fam.not_tested.append(NotTested("epochs_reshuffled", ("D2",),
-                                        f"no second epoch within {MAX_BATCHES} batches"))
+    _counted(fam, "epochs_reshuffled", "ddp_epoch_order_repeats", "D2",
+             "each epoch visits the rank's samples in a new order",
+             None if again is not None else f"no second epoch within {MAX_BATCHES} batches")
     if g_one and g_rank:
         fam.checks.append(Check(
             "gradients_averaged_over_ranks", "metric_min", "one_process",
@@ -382,18 +477,14 @@ def run(ctx: Context) -> Family:
     else:
         fam.not_tested.append(NotTested("metric_over_all_ranks", ("D5",),
                                         "the adapter has no evaluate"))
-    if overlap > D1_OVERLAP:
-        fam.not_tested.append(NotTested("no_padding_duplicates", ("D6",),
-                                        "the ranks share their samples (see D1)"))
-    elif padded is None:
-        fam.not_tested.append(NotTested("no_padding_duplicates", ("D6",),
-                                        f"no sample recurs within {MAX_BATCHES} batches of a "
-                                        f"rank (no second epoch, or the samples' first tensor "
-                                        f"is augmented afresh)"))
-    else:
-        fam.checks.append(Check(
-            "no_padding_duplicates", "metric_max", "one_process",
-            quantities=("ddp_padding_duplicates", "ddp_padding_duplicates"), threshold=0,
-            catalogue=("D6",), about="no sample reaches the ranks twice in an epoch (a "
-                                     "sampler's padding)"))
+    _counted(fam, "ranks_draw_their_own_noise", "ddp_ranks_share_noise", "D7",
+             "the ranks' batches do not add the same random noise to different samples",
+             None if noise is not None else "batches() iterates no DistributedSampler with the "
+             "rank (the audit gives both ranks the same samples through it)")
+    _counted(fam, "no_padding_duplicates", "ddp_padding_duplicates", "D6",
+             "no sample reaches the ranks twice in an epoch (a sampler's padding)",
+             "the ranks share their samples (see D1)" if overlap > D1_OVERLAP else
+             None if padded is not None else
+             f"no sample recurs within {MAX_BATCHES} batches of a rank (no second epoch, or "
+             f"the samples' first tensor is augmented afresh)")
     return fam
