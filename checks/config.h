@@ -2,7 +2,7 @@
  * (base settings with the run's overrides applied) and what the runner
  * executes. Plain data, no YAML here.
  *
- * The `bug` fields inject the catalogue's pitfalls (PITFALLS.md IDs in the
+ * The `bug` fields inject the catalogue's pitfalls (docs/pitfalls.md IDs in the
  * comments): a correct pipeline has them all off. */
 #ifndef DLC_CONFIG_H
 #define DLC_CONFIG_H
@@ -84,7 +84,7 @@ typedef enum { DLC_MATH_FP32 = 0, DLC_MATH_TF32 } dlc_math;     /* cuBLAS and cu
 typedef enum { DLC_CONV_DETERMINISTIC = 0, DLC_CONV_FASTEST } dlc_conv_algo; /* cuDNN */
 typedef struct dlc_backend_config {
   dlc_device device;
-  dlc_math math;            /* fp32 by default (DESIGN.md rule 3: TF32 only on request) */
+  dlc_math math;            /* fp32 by default (docs/design.md rule 3: TF32 only on request) */
   dlc_conv_algo conv_algo;  /* deterministic by default; fastest = cudnn.benchmark */
 } dlc_backend_config;
 

@@ -741,7 +741,7 @@ static dl_status check_pitfall(const loader *L, const yu_val *item, const pitfal
   DL_TRY(find_key(item, "id", &v));
   if (!is_pitfall_id(p->id))
     return yu_fail(&v, DL_ERR_INVALID, "'%s' is not a catalogue ID (a capital letter and digits, "
-                                       "as G1 or D7; see PITFALLS.md)", p->id);
+                                       "as G1 or D7; see docs/pitfalls.md)", p->id);
   if (!yu_map_find(item, "name", &v)) DL_TRY(find_key(item, "id", &v));
   DL_TRY(check_name(&v, "pitfall", p->name, false));
   for (int j = 0; j < i; j++)

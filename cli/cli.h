@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Exit codes (DESIGN.md). */
+/* Exit codes (docs/design.md). */
 enum { EXIT_PASS = 0, EXIT_CHECK_FAILED = 1, EXIT_USAGE = 2, EXIT_ENVIRONMENT = 3 };
 
 int cmd_run(int argc, char **argv, bool record);

@@ -257,7 +257,7 @@ static void cospi_is_accurate(void **state) {
 }
 
 /* The same inputs must give the same bits on every machine, compiler and
- * optimisation level (DESIGN.md rule 2): FNV-1a over the output bits of a
+ * optimisation level (docs/design.md rule 2): FNV-1a over the output bits of a
  * fixed sweep, recorded once. A deliberate change to a polynomial changes
  * these, and with them every golden file. */
 static void outputs_have_fixed_bits(void **state) {

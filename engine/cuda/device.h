@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-/* How float32 GEMMs round (DESIGN.md rule 3: TF32 off unless asked).
+/* How float32 GEMMs round (docs/design.md rule 3: TF32 off unless asked).
  * FP32: cuBLAS's pedantic float32 path, no TF32 even under
  *       NVIDIA_TF32_OVERRIDE=1; summation order is cuBLAS's own.
  * TF32: inputs rounded to TF32 (10-bit mantissa) on the tensor cores, FP32

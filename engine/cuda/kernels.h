@@ -8,7 +8,7 @@
  * at the next dl_cuda_sync or download.
  *
  * Bitwise agreement with the CPU: device code is compiled with
- * --fmad=false (the -ffp-contract=off of DESIGN.md rule 2), so a*b+c is two
+ * --fmad=false (the -ffp-contract=off of docs/design.md rule 2), so a*b+c is two
  * roundings, as on the CPU, and a fused multiply-add happens only where
  * written as fmaf. Division and sqrt are IEEE (no --use_fast_math), and
  * denormals are kept (no -ftz). */
