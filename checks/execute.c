@@ -348,7 +348,7 @@ static dl_status result_alloc(const dlc_scenario *s, const char *backend,
   snprintf(r->scenario, sizeof r->scenario, "%s", s->name);
   snprintf(r->description, sizeof r->description, "%s", s->description);
   snprintf(r->backend, sizeof r->backend, "%s", backend);
-  r->traces = calloc((size_t)s->nruns, sizeof *r->traces);
+  r->traces = calloc((size_t)s->nruns + 1, sizeof *r->traces);
   r->checks = calloc((size_t)s->nchecks + 1, sizeof *r->checks);
   r->pitfalls = calloc((size_t)s->nvariants + 1, sizeof *r->pitfalls);
   if (!r->traces || !r->checks || !r->pitfalls)
@@ -405,6 +405,22 @@ static dl_status locate_golden(const dlc_scenario *s, const dlc_exec_options *o,
 }
 
 /* Checks on the pipeline's traces, the golden, then each variant. */
+/* A scenario without runs (every check not_tested) has no reference for a
+ * golden: reported as skipped, saying why. */
+static dl_status no_reference(const dlc_scenario *s, dlc_scenario_result *r) {
+  dlc_verdict_init(&r->golden, "golden", "", "");
+  r->golden.kind = DLC_ERROR;
+  snprintf(r->golden.evidence, sizeof r->golden.evidence,
+           "%s has no run, so nothing to compare with a golden", s->name);
+  return DL_OK;
+}
+
+/* record needs the reference run. */
+static dl_status need_reference(const dlc_scenario *s) {
+  if (s->nruns) return DL_OK;
+  return dl_fail(DL_ERR_INVALID, "%s: the scenario has no run to record a golden of", s->dir);
+}
+
 static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
                         dlc_scenario_result *r) {
   const dlc_scenario *s = src->s;
@@ -412,6 +428,7 @@ static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
   src->pipeline = r->traces;
   DL_TRY(dlc_evaluate_checks(s, r->traces, r->ntraces, "", "", r->checks));
   if (src->get == train_traces) DL_TRY(locate_failures(s, src->o, r->traces, r->checks));
+  if (!s->nruns) return no_reference(s, r);
   DL_TRY(compare_golden(s, golden, r));
   if (src->get == train_traces) DL_TRY(locate_golden(s, src->o, r));
   for (int i = 0; pitfalls && i < s->nvariants; i++) {
@@ -520,6 +537,7 @@ static dlc_run_options record_options(const dlc_scenario *s, const dlc_exec_opti
 dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, char *written,
                               size_t len) {
   char path[2 * DLC_PATH_MAX];
+  DL_TRY(need_reference(s));
   DL_TRY(golden_path(s, o, path, sizeof path));
   progress_ctx p = {.o = o, .scenario = s->name};
   snprintf(p.what, sizeof p.what, "record %s", s->runs[0].name);
@@ -568,6 +586,7 @@ static void describe_repeats(const dlc_trace *ref, int n, char *buf, size_t len)
 
 dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_options *o,
                                      int repeats, double widen, char *written, size_t len) {
+  DL_TRY(need_reference(s));
   if (s->runs[0].trace[0])
     return dl_fail(DL_ERR_INVALID, "%s: the reference run is a recorded trace (%s): calibrate "
                    "from several recordings with `dlcheck record --repeat-from A.h5 B.h5 C.h5 "

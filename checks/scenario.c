@@ -526,9 +526,9 @@ static dl_status read_runs(loader *L) {
     L->runs[s->nruns] = item;
     s->nruns++;
   }
-  if (s->nruns == 0)
-    return yu_fail(&runs, DL_ERR_INVALID,
-                   "no runs; name at least one (the first is the reference)");
+  /* No runs is a scenario whose checks are all not_tested (an audit family
+   * whose adapter piece is missing): need_run and read_pitfalls refuse any
+   * check or pitfall that would need one. */
   for (int i = 0; i < s->nruns; i++) {
     yu_val where = L->runs[i]; /* path runs.NAME says which run */
     where.at = where.key_at;
@@ -546,6 +546,9 @@ int dlc_scenario_find_run(const dlc_scenario *s, const char *name) {
 
 static dl_status need_run(const loader *L, const yu_val *v, const char *name) {
   if (dlc_scenario_find_run(&L->os->pub, name) >= 0) return DL_OK;
+  if (L->os->pub.nruns == 0)
+    return yu_fail(v, DL_ERR_INVALID, "unknown run '%s': the scenario has no runs; name at "
+                   "least one under runs: (the first is the reference)", name);
   char known[DLC_MAX_RUNS * (DLC_NAME_MAX + 2)] = "";
   for (int i = 0; i < L->os->pub.nruns; i++) {
     strcat(known, i ? ", " : "");
@@ -789,6 +792,9 @@ static dl_status read_pitfalls(loader *L) {
   int count;
   DL_TRY(yu_seq_count(&pitfalls, 0, MAX_PITFALLS, &count));
   if (count == 0) return DL_OK;
+  if (s->nruns == 0)
+    return yu_fail(&pitfalls, DL_ERR_INVALID, "pitfall variants re-run the scenario's runs, "
+                   "and it has none");
   s->variants = calloc((size_t)count, sizeof *s->variants);
   if (!s->variants) return yu_fail(&pitfalls, DL_ERR_NOMEM, "out of memory for %d variants", count);
   for (int i = 0; i < count; i++) {

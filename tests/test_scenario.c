@@ -487,6 +487,23 @@ static void test_not_tested_check(void **state) {
   assert_string_equal(s->checks[1].reason, "no DDP wrapper given");
   assert_string_equal(s->checks[1].a, "");
   dlc_scenario_free(s);
+  /* Only not_tested checks: no run is needed, and none is given. */
+  const char *text = "name: bad\ndescription: nothing could run\nruns: {}\nchecks:\n"
+                     "  - {name: ddp, kind: not_tested, reason: no DDP wrapper given}\n";
+  const char *dir = write_scenario("bad", text, strlen(text));
+  s = load_ok(dir);
+  remove_scenario("bad");
+  assert_int_equal(s->nruns, 0);
+  assert_int_equal(s->nchecks, 1);
+  dlc_scenario_free(s);
+  /* ... but a pitfall variant re-runs runs: refused. */
+  char with_pitfall[512];
+  snprintf(with_pitfall, sizeof with_pitfall, "%spitfalls:\n  - {id: D1, caught_by: ddp, "
+           "overrides: {bugs: {no_distributed_sampler: true}}}\n", text);
+  dir = write_scenario("bad", with_pitfall, strlen(with_pitfall));
+  assert_int_equal(dlc_scenario_load(&s, dir), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "pitfall variants re-run the scenario's runs"));
+  remove_scenario("bad");
 }
 
 /* The loss section: every key, and a run's override merging into it. */
@@ -622,6 +639,8 @@ static const bad_case bad_cases[] = {
      "reason belongs to kind not_tested; remove it"},
     {"a: reference, b: other}", "b: other}", DL_ERR_FORMAT, "{name: same", 1,
      "check 'same' of kind 'equivalence' reads a run; add a: RUN"},
+    {"  reference: {}\n  other: {data: {batch: 4}}\n", "  {}\n", DL_ERR_INVALID, "reference, b",
+     0, "unknown run 'reference': the scenario has no runs; name at least one"},
     /* wrong types */
     {"lr: 0.1", "lr: abc", DL_ERR_FORMAT, "abc", 0, "optimizer.lr: expected a number, got 'abc'"},
     {"steps: 4", "steps: 2.5", DL_ERR_FORMAT, "2.5", 0, "steps: expected an integer, got '2.5'"},

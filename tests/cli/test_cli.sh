@@ -233,6 +233,14 @@ contains "and counted so" "1 passed, 0 failed, 2 skipped"
 grep -q '"verdict": "not_tested"' "$WORK/skip_report/report.json" &&
   grep -q '<skipped message="not tested: no DDP wrapper was given"' "$WORK/skip_report/junit.xml" &&
   ok "JSON and JUnit say not tested" || bad "JSON and JUnit say not tested" "$WORK/skip_report/junit.xml"
+# A scenario of nothing but not_tested checks needs no run (an audit family
+# that could not run at all), and has no golden to record.
+mkdir -p "$WORK/norun"
+printf 'name: norun\ndescription: nothing could run\nruns: {}\nchecks:\n  - {name: ddp, kind: not_tested, reason: no DDP wrapper}\n' >"$WORK/norun/scenario.yaml"
+expect 0 "a scenario without runs reports its not-tested checks" "$DLCHECK" run --golden-dir "$GOLDEN" "$WORK/norun"
+contains "its golden is skipped, saying why" "norun has no run, so nothing to compare with a golden"
+expect 2 "and has no golden to record" "$DLCHECK" record --golden-dir "$GOLDEN" "$WORK/norun"
+contains "record says why" "the scenario has no run to record a golden of"
 grep -q "Fix: (loss / accumulation_steps)" "$WORK/findings_report/junit.xml" &&
   grep -q "Fix: (loss / accumulation_steps)" "$WORK/findings_report/report.html" &&
   ok "JUnit and HTML carry the fix" || bad "JUnit and HTML carry the fix"

@@ -9,16 +9,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-import numpy as np
-
-from ..tracefile import Trace, write_trace
-
 MAX_RUNS, MAX_CHECKS = 8, 16
 #: the harness's limits on a not_tested check's reason and a check's IDs
 MAX_REASON, MAX_IDS = 511, 8
-#: the run of a family's scenario when the family ran nothing (a scenario
-#: needs a run; no check reads this one)
-PLACEHOLDER_RUN = "not_run"
 
 
 @dataclass
@@ -104,16 +97,6 @@ class Family:
         return self.checks + [n.check() for n in self.not_tested]
 
 
-def placeholder_trace(path: str, scenario: str) -> str:
-    """A one-step trace for a scenario whose family ran nothing: the harness
-    needs a run, and no check reads it (its one loss value is NaN, so no
-    plot can pass it off as a training curve)."""
-    return write_trace(path, Trace(run=PLACEHOLDER_RUN, scenario=scenario,
-                                   series={"loss": np.full(1, np.nan)},
-                                   notes={"not_run": "The audit ran nothing for this family: "
-                                                     "see its not_tested checks."}))
-
-
 def write(family: Family, root: str) -> str:
     """Writes root/<scenario>/scenario.yaml and returns the folder."""
     checks = family.all_checks()
@@ -123,14 +106,12 @@ def write(family: Family, root: str) -> str:
         raise ValueError(f"family {family.name}: at most {MAX_RUNS} runs and {MAX_CHECKS} checks")
     folder = os.path.join(root, family.scenario)
     os.makedirs(folder, exist_ok=True)
-    runs = dict(family.runs) or {
-        PLACEHOLDER_RUN: placeholder_trace(os.path.join(folder, f"{PLACEHOLDER_RUN}.h5"),
-                                           family.scenario)}
+    # A family that ran nothing has no runs: its checks are all not_tested.
     lines = [f"name: {family.scenario}",
              f"description: {json.dumps(family.description or f'The {family.name} family.')}",
-             "runs:"]
+             "runs:" if family.runs else "runs: {}"]
     lines += [f"  {run}: {{trace: {json.dumps(os.path.abspath(path))}}}"
-              for run, path in runs.items()]
+              for run, path in family.runs.items()]
     lines.append("checks:")
     lines += [c.yaml() for c in checks]
     with open(os.path.join(folder, "scenario.yaml"), "w", encoding="utf-8") as f:
