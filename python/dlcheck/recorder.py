@@ -97,7 +97,8 @@ def tensor_stats(t: torch.Tensor) -> list[float]:
     return [mean, std, float(lo), float(hi), zeros / numel, float(bad)]
 
 
-def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The module inside DistributedDataParallel / DataParallel wrappers."""
     wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
     while isinstance(model, wrappers):
         model = model.module
@@ -210,7 +211,7 @@ class Recorder:
             steps.add(int(s))
         if path is not None:
             check_parent_dir(path)
-        inner = _unwrap(model)
+        inner = unwrap(model)
         params = list(inner.named_parameters())
         if not params:
             raise ValueError("the model has no parameters: there is nothing to record")

@@ -12,7 +12,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from ..recorder import Recorder
+from ..recorder import Recorder, unwrap
 from .adapter import Adapter
 
 
@@ -37,12 +37,6 @@ def threads(n: Optional[int]) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(old)
-
-
-def unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    while isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
-        model = model.module
-    return model
 
 
 class Run:
