@@ -229,6 +229,7 @@ class Recorder:
         if not self.stats_every and not steps:
             self.stats_steps = {0}
         self.params, self.buffers = params, buffers
+        self.digest_names = [f"param/{k}" for k, _ in params] + [f"buffer/{k}" for k, _ in buffers]
         ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
         self.in_optimizer = {k: id(p) in ids for k, p in params}
         converted: list[str] = []
@@ -278,10 +279,9 @@ class Recorder:
     def _backward_hook(self, layer: str):
         def hook(grad: torch.Tensor) -> None:
             stats = tensor_stats(grad)
-            scale = float(self.scaler.get_scale()) if self.scaler else 1.0
-            if scale != 1.0:
+            if self._scale != 1.0:  # the scale of this step's backward (set at the last step())
                 for k in range(4):  # mean, std, min, max; as dlc_record_backward
-                    stats[k] /= scale
+                    stats[k] /= self._scale
             self._pending.append(("grad " + layer, stats))
         return hook
 
@@ -292,6 +292,10 @@ class Recorder:
         self._hooks = []
 
     # ---- per step ----------------------------------------------------------------------
+
+    def _digests(self) -> list[int]:
+        """The digest of every parameter, then every buffer (digest_names' order)."""
+        return [digest(p) for _, p in self.params] + [digest(b) for _, b in self.buffers]
 
     def _grads(self) -> list[torch.Tensor]:
         return [p.grad.detach() for _, p in self.params if p.grad is not None]
@@ -353,7 +357,7 @@ class Recorder:
             scale = float(self.scaler.get_scale())
             finite = all(bool(torch.isfinite(g).all()) for g in grads)
             skipped = scale < self._scale or not finite
-        row = [digest(p) for _, p in self.params] + [digest(b) for _, b in self.buffers]
+        row = self._digests()
 
         for name, v in zip(SERIES, (value, norm_given, clipped, lr, scale, float(skipped))):
             self.series[name].append(v)
@@ -390,14 +394,13 @@ class Recorder:
         largest count of any call). Returns the parameter count; 0 without
         a process group."""
         rank, world = _dist_rank()
-        mine = [digest(p) for _, p in self.params] + [digest(b) for _, b in self.buffers]
+        mine = self._digests()
         if world == 1:
             rows = [mine]
         else:
             rows = [None] * world
             torch.distributed.all_gather_object(rows, mine)
-        names = [f"param/{k}" for k, _ in self.params] + [f"buffer/{k}" for k, _ in self.buffers]
-        differ = [n for j, n in enumerate(names) if len({r[j] for r in rows}) > 1]
+        differ = [n for j, n in enumerate(self.digest_names) if len({r[j] for r in rows}) > 1]
         nparam = sum(n.startswith("param/") for n in differ)
         nbuffer = len(differ) - nparam
         text = (f"{', '.join(differ[:4])}{' ...' if len(differ) > 4 else ''} differ across "
@@ -437,8 +440,7 @@ class Recorder:
         device = self.params[0][1].device.type
         t = Trace(run=self.run, scenario=self.scenario, backend=device, seed=self.seed,
                   series={k: np.array(v, dtype=np.float64) for k, v in self.series.items()},
-                  digest_names=[f"param/{k}" for k, _ in self.params] +
-                  [f"buffer/{k}" for k, _ in self.buffers],
+                  digest_names=list(self.digest_names),
                   digests=np.array(self.digest_rows, dtype=np.uint64),
                   stats=list(self.layer_stats), metrics=metrics, notes=notes, env=self.env)
         for name, v in finals.items():
