@@ -17,7 +17,7 @@ import torch
 
 from .context import Context
 from .loop import Run, grad_distance
-from .scenario import Check, Family, NotTested
+from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's mixed-precision step (autocast, GradScaler) against the same step "
                "in float32: unscaled before clipping, no underflow, close to fp32.")
@@ -101,10 +101,8 @@ def run(ctx: Context) -> Family:
             f"scaler."))
     fam.runs["amp"] = amp.save()
     amp.close()
-    fam.checks.append(Check(
-        "clip_after_unscale", "metric_max", "amp",
-        quantities=("clips_before_unscale", "clips_before_unscale"), threshold=0,
-        catalogue=("A2",), about="gradients are unscaled before they are clipped"))
+    fam.checks.append(zero_count("clip_after_unscale", "amp", "clips_before_unscale", "A2",
+                                 "gradients are unscaled before they are clipped"))
     if g_amp and g_fp:
         fam.checks += [
             Check("amp_gradients_match_fp32", "metric_max", "amp",

@@ -19,7 +19,7 @@ import torch
 
 from .adapter import AdapterError
 from .context import Context
-from .scenario import Check, Family, NotTested
+from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's checkpoint: saved at step k, rebuilt from the factories, loaded and "
                "continued, bitwise the same as the straight run; its keys match a fresh model.")
@@ -175,34 +175,25 @@ def run(ctx: Context) -> Family:
               explained_by=("C1", "C2", "C3", "C5", "C6"),
               about=f"saved after step {k}, rebuilt, loaded and continued: bitwise the "
                     f"straight run"),
-        Check("optimizer_state_restored", "metric_max", "resumed",
-              quantities=("optimizer_state_lost", "optimizer_state_lost"), threshold=0,
-              catalogue=("C1",), about="the checkpoint brings the optimizer state back"),
-        Check("rng_state_restored", "metric_max", "resumed",
-              quantities=("rng_state_lost", "rng_state_lost"), threshold=0, catalogue=("C3",),
-              about="the checkpoint brings the random state back"),
+        zero_count("optimizer_state_restored", "resumed", "optimizer_state_lost", "C1",
+                   "the checkpoint brings the optimizer state back"),
+        zero_count("rng_state_restored", "resumed", "rng_state_lost", "C3",
+                   "the checkpoint brings the random state back"),
     ]
     if resumed.scaler is not None:
-        fam.checks.append(Check(
-            "scaler_state_restored", "metric_max", "resumed",
-            quantities=("scaler_state_lost", "scaler_state_lost"), threshold=0,
-            catalogue=("C2",), about="the checkpoint brings the GradScaler state back"))
+        fam.checks.append(zero_count("scaler_state_restored", "resumed", "scaler_state_lost",
+                                     "C2", "the checkpoint brings the GradScaler state back"))
     else:
         fam.not_tested.append(NotTested("scaler_state_restored", ("C2",),
                                         "the adapter has no make_scaler"))
     if diag is not None:
         fam.checks += [
-            Check("checkpoint_keys_unprefixed", "metric_max", "resumed",
-                  quantities=("checkpoint_module_prefix", "checkpoint_module_prefix"),
-                  threshold=0, catalogue=("C4",),
-                  about="saved keys load into a plain model (no module. prefix)"),
-            Check("checkpoint_has_every_key", "metric_max", "resumed",
-                  quantities=("checkpoint_missing_keys", "checkpoint_missing_keys"),
-                  threshold=0, catalogue=("C5",),
-                  about="the saved state dict holds every key of the model"),
-            Check("checkpoint_shapes_match", "metric_max", "resumed",
-                  quantities=("checkpoint_shape_mismatches", "checkpoint_shape_mismatches"),
-                  threshold=0, catalogue=("C6",), about="every saved shape is the model's"),
+            zero_count("checkpoint_keys_unprefixed", "resumed", "checkpoint_module_prefix", "C4",
+                       "saved keys load into a plain model (no module. prefix)"),
+            zero_count("checkpoint_has_every_key", "resumed", "checkpoint_missing_keys", "C5",
+                       "the saved state dict holds every key of the model"),
+            zero_count("checkpoint_shapes_match", "resumed", "checkpoint_shape_mismatches", "C6",
+                       "every saved shape is the model's"),
         ]
     else:
         fam.not_tested.append(NotTested(

@@ -42,7 +42,7 @@ from ..digest import digest
 from .adapter import AdapterError, load_adapter, sample_keys
 from .context import BATCHNORM, Context, has_module
 from .loop import Run, grad_distance, grad_scale, threads
-from .scenario import Check, Family, NotTested
+from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's data parallelism: 2 gloo ranks against one process with the same "
                "global batch; each rank its own shard, reshuffled every epoch, gradients "
@@ -338,8 +338,7 @@ def _counted(fam: Family, name: str, metric: str, pitfall: str, about: str,
     if why_not is not None:
         fam.not_tested.append(NotTested(name, (pitfall,), why_not))
     else:
-        fam.checks.append(Check(name, "metric_max", "one_process", quantities=(metric, metric),
-                                threshold=0, catalogue=(pitfall,), about=about))
+        fam.checks.append(zero_count(name, "one_process", metric, pitfall, about))
 
 
 def run(ctx: Context) -> Family:
@@ -447,12 +446,10 @@ def run(ctx: Context) -> Family:
               about="after training every rank holds the same parameters"),
     ]
     if rank0["buffers"]:
-        fam.checks.append(Check(
-            "replicas_hold_the_same_buffers", "metric_max", "two_ranks",
-            quantities=("ddp_buffers_differ_after_broadcast",
-                        "ddp_buffers_differ_after_broadcast"), threshold=0, catalogue=("D4",),
-            about="every rank holds the same buffers at the start of each forward (after "
-                  "DDP's buffer broadcast)"))
+        fam.checks.append(zero_count(
+            "replicas_hold_the_same_buffers", "two_ranks", "ddp_buffers_differ_after_broadcast",
+            "D4", "every rank holds the same buffers at the start of each forward (after DDP's "
+            "buffer broadcast)"))
     else:
         fam.not_tested.append(NotTested("replicas_hold_the_same_buffers", ("D4",),
                                         "the model has no buffers"))

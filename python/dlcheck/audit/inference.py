@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import torch
 
 from .context import BATCHNORM, DROPOUT, Context
-from .scenario import Check, Family, NotTested
+from .scenario import Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's evaluation: repeatable, in eval mode, without autograd, leaving "
                "the BatchNorm statistics alone; frozen BatchNorm stays frozen while training.")
@@ -148,22 +148,18 @@ def run(ctx: Context) -> Family:
                                         "evaluate(model) never called the model's forward"))
     else:
         fam.checks += [
-            Check("evaluation_repeatable", "metric_max", "trained",
-                  quantities=("inference_repeat_max_diff", "inference_repeat"), threshold=0,
-                  catalogue=("M1",), about="two identical evaluations give identical outputs"),
-            Check("evaluation_keeps_no_activations", "metric_max", "trained",
-                  quantities=("inference_saved_bytes", "inference_saved_bytes"), threshold=0,
-                  catalogue=("M2",), about="evaluation runs without autograd (no_grad)"),
-            Check("evaluation_leaves_buffers", "metric_max", "trained",
-                  quantities=("inference_buffer_change", "inference_buffer_change"),
-                  threshold=0, catalogue=("M3",),
-                  about="evaluation leaves BatchNorm running statistics alone"),
+            zero_count("evaluation_repeatable", "trained", "inference_repeat_max_diff", "M1",
+                       "two identical evaluations give identical outputs",
+                       note="inference_repeat"),
+            zero_count("evaluation_keeps_no_activations", "trained", "inference_saved_bytes",
+                       "M2", "evaluation runs without autograd (no_grad)"),
+            zero_count("evaluation_leaves_buffers", "trained", "inference_buffer_change", "M3",
+                       "evaluation leaves BatchNorm running statistics alone"),
         ]
     if frozen_bn:
-        fam.checks.append(Check(
-            "frozen_batchnorm_stays", "metric_max", "trained",
-            quantities=("frozen_buffer_change", "frozen_buffer_change"), threshold=0,
-            catalogue=("M4",), about="frozen BatchNorm keeps its running statistics in training"))
+        fam.checks.append(zero_count(
+            "frozen_batchnorm_stays", "trained", "frozen_buffer_change", "M4",
+            "frozen BatchNorm keeps its running statistics in training"))
     else:
         fam.not_tested.append(NotTested("frozen_batchnorm_stays", ("M4",),
                                         "the model has no BatchNorm whose parameters are frozen"))

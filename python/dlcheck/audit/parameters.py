@@ -7,7 +7,7 @@ are parameters meant to stay frozen and are left out."""
 from __future__ import annotations
 
 from .context import Context
-from .scenario import Check, Family
+from .scenario import Check, Family, zero_count
 
 DESCRIPTION = ("Every parameter the team's model should train trains: requires_grad on, in "
                "the optimizer, given gradients by the training step.")
@@ -56,14 +56,12 @@ def run(ctx: Context) -> Family:
             explained_by=("F1", "F2", "F3"),
               about="every parameter tensor moved during training, none far less than the others"))
     fam.checks += [
-        Check("no_parameter_frozen_by_mistake", "metric_max", "trained",
-              quantities=("params_frozen_by_mistake", "params_frozen_by_mistake"), threshold=0,
-              catalogue=("F1",), about="no parameter has requires_grad=False unless declared"),
-        Check("every_trainable_parameter_in_optimizer", "metric_max", "trained",
-              quantities=("params_not_in_optimizer", "params_not_in_optimizer"), threshold=0,
-              catalogue=("F2",), about="every parameter that requires gradients is optimized"),
-        Check("every_optimized_parameter_gets_gradients", "metric_max", "trained",
-              quantities=("params_without_gradient", "params_without_gradient"), threshold=0,
-              catalogue=("F3",), about="every optimized parameter receives a gradient"),
+        zero_count("no_parameter_frozen_by_mistake", "trained", "params_frozen_by_mistake", "F1",
+                   "no parameter has requires_grad=False unless declared"),
+        zero_count("every_trainable_parameter_in_optimizer", "trained", "params_not_in_optimizer",
+                   "F2", "every parameter that requires gradients is optimized"),
+        zero_count("every_optimized_parameter_gets_gradients", "trained",
+                   "params_without_gradient", "F3",
+                   "every optimized parameter receives a gradient"),
     ]
     return fam

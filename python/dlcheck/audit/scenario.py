@@ -66,6 +66,15 @@ def _shorten(text: str, limit: int) -> str:
     return text + "..."
 
 
+def zero_count(name: str, run: str, metric: str, pitfall: str, about: str,
+               note: Optional[str] = None) -> Check:
+    """A metric_max check that run's metric (a count or size) is 0, evidence
+    of `pitfall` when it is not; `note` names the note shown with it (the
+    metric's own name by default)."""
+    return Check(name, "metric_max", run, quantities=(metric, note or metric), threshold=0,
+                 catalogue=(pitfall,), about=about)
+
+
 @dataclass
 class NotTested:
     """A check a family could not run, and why (never counted as passed):
