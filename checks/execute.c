@@ -37,12 +37,13 @@ static bool devices_missing(const dlc_scenario *s, const dlc_exec_options *o, ch
 }
 
 /* A run given as a recorded trace: the file read, named and hashed as the
- * engine's runs are, so that every check finds it. */
+ * engine's runs are, so that every check finds it; meta (may be NULL)
+ * filled as dlc_trace_load does (env_json: where it computed, or ""). */
 static dl_status load_trace_run(const dlc_scenario *s, const dlc_run_config *c, const char *root,
-                                dlc_trace *out) {
+                                dlc_trace *out, dlc_golden_meta *meta) {
   char path[2 * DLC_PATH_MAX];
   dl_status st = dlc_path_under(path, sizeof path, root, c->trace);
-  if (!st) st = dlc_trace_load(path, out, NULL);
+  if (!st) st = dlc_trace_load(path, out, meta);
   if (st) return dl_fail_context(st, "scenario %s, run %s (trace: %s): ", s->name, c->name, c->trace);
   snprintf(out->run, sizeof out->run, "%s", c->name);
   snprintf(out->scenario, sizeof out->scenario, "%s", s->name);
@@ -94,7 +95,7 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
       continue;
     }
     if (runs[i].trace[0]) {
-      DL_TRY(load_trace_run(s, &runs[i], o->root, &traces[i]));
+      DL_TRY(load_trace_run(s, &runs[i], o->root, &traces[i], NULL));
       DL_TRY(note_trace_origin(&runs[i], &traces[i]));
       continue;
     }
@@ -257,38 +258,34 @@ static bool writes_files(const dlc_exec_options *o) {
   return !o->comm || dl_comm_rank(o->comm) == 0;
 }
 
-/* The fingerprint of the machine that computed run c: the one its trace
- * file carries ("" if none) for a recorded run, else this one. Only
- * m->env_json is set; m->golden is false. */
-static dl_status run_env(const dlc_run_config *c, const char *root, dlc_golden_meta *m) {
-  memset(m, 0, sizeof *m);
-  if (!c->trace[0]) return env_here(m->env_json, sizeof m->env_json);
+/* The fingerprint of the machine that computed recorded run c, as its
+ * trace file carries it ("" if none), into m (m->golden false). */
+static dl_status recorded_env(const dlc_run_config *c, const char *root, dlc_golden_meta *m) {
   char path[2 * DLC_PATH_MAX];
   dlc_trace scratch;
   DL_TRY(dlc_path_under(path, sizeof path, root, c->trace));
   DL_TRY(dlc_trace_load(path, &scratch, m));
   dlc_trace_free(&scratch);
-  char env[DLC_ENV_JSON_MAX];
-  memcpy(env, m->env_json, sizeof env);
-  memset(m, 0, sizeof *m);
-  memcpy(m->env_json, env, sizeof env);
+  m->golden = false; /* a golden given as a run is saved as a plain trace */
   return DL_OK;
 }
 
 /* Saved traces carry the fingerprint of where they computed, so that
- * `dlcheck compare` of two of them says what changed. */
+ * `dlcheck compare` of two of them says what changed: this machine's
+ * (m[0], taken once) for an engine run, the file's for a recorded one. */
 static dl_status save_traces(trace_source *src, int variant, const dlc_trace *t) {
   if (!src->dir || !writes_files(src->o)) return DL_OK;
   const dlc_run_config *runs = variant < 0 ? src->s->runs : src->s->variants[variant].runs;
-  dlc_golden_meta *m = malloc(sizeof *m);
+  dlc_golden_meta *m = calloc(2, sizeof *m);
   if (!m) return dl_fail(DL_ERR_NOMEM, "out of memory saving the traces of %s", src->s->name);
-  dl_status st = DL_OK;
+  dl_status st = env_here(m[0].env_json, sizeof m[0].env_json);
   for (int i = 0; !st && i < src->s->nruns; i++) {
     char path[3 * DLC_PATH_MAX];
+    bool recorded = runs[i].trace[0] != '\0';
     st = trace_file(src, variant, t[i].run, path, sizeof path);
-    if (!st) st = run_env(&runs[i], src->o->root, m);
+    if (!st && recorded) st = recorded_env(&runs[i], src->o->root, &m[1]);
     if (!st) st = dlc_make_parent_dirs(path);
-    if (!st) st = dlc_trace_save(path, &t[i], m);
+    if (!st) st = dlc_trace_save(path, &t[i], &m[recorded]);
   }
   free(m);
   return st;
@@ -498,17 +495,13 @@ dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
 }
 
 /* The golden's metadata for trace t of the reference run: this machine,
- * or where a recorded run computed if its file says; tolerances bitwise on
- * the CPU (the engine promises the same bits everywhere), else float32's
- * default closeness. */
-static dl_status golden_meta_for(const dlc_scenario *s, const dlc_exec_options *o,
-                                 const dlc_trace *trace, dlc_golden_meta *meta) {
-  static _Thread_local dlc_golden_meta origin; /* 14 KiB: off the stack */
+ * or origin_env (where a recorded run computed) when not empty; tolerances
+ * bitwise on the CPU (the engine promises the same bits everywhere), else
+ * float32's default closeness. */
+static dl_status golden_meta_for(const char *origin_env, const dlc_trace *trace,
+                                 dlc_golden_meta *meta) {
   DL_TRY(dlc_golden_meta_init(meta));
-  if (s->runs[0].trace[0]) {
-    DL_TRY(run_env(&s->runs[0], o->root, &origin));
-    if (origin.env_json[0]) memcpy(meta->env_json, origin.env_json, sizeof meta->env_json);
-  }
+  if (origin_env[0]) memcpy(meta->env_json, origin_env, sizeof meta->env_json);
   bool cpu = strcmp(trace->backend, "cpu") == 0;
   const char *quantities[] = {"loss", "grad_norm", "params", "buffers"};
   for (int i = 0; i < 4; i++)
@@ -543,15 +536,16 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
   snprintf(p.what, sizeof p.what, "record %s", s->runs[0].name);
   dlc_run_options ro = record_options(s, o, &p);
   dlc_trace trace;
-  if (s->runs[0].trace[0]) DL_TRY(load_trace_run(s, &s->runs[0], o->root, &trace));
+  static dlc_golden_meta meta, origin; /* 14 KiB each: off the stack */
+  origin.env_json[0] = '\0';
+  if (s->runs[0].trace[0]) DL_TRY(load_trace_run(s, &s->runs[0], o->root, &trace, &origin));
   else DL_TRY(dlc_run(&s->runs[0], &ro, &trace));
   if (!writes_files(o)) {
     dlc_trace_free(&trace);
     return written ? dlc_path(written, len, "%s (by rank 0)", path) : DL_OK;
   }
   trace.scenario_hash = s->hash;
-  static dlc_golden_meta meta; /* 14 KiB: off the stack */
-  dl_status st = golden_meta_for(s, o, &trace, &meta);
+  dl_status st = golden_meta_for(origin.env_json, &trace, &meta);
   if (!st) st = dlc_make_parent_dirs(path);
   if (!st) st = dlc_trace_save(path, &trace, &meta);
   dlc_trace_free(&trace);
@@ -610,7 +604,7 @@ dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_optio
     st = dlc_envelope_build(runs, repeats, widen, what, &env);
   }
   if (!st && writes_files(o)) {
-    st = golden_meta_for(s, o, &runs[0], &meta);
+    st = golden_meta_for("", &runs[0], &meta);
     if (!st) st = dlc_make_parent_dirs(path);
     if (!st) st = dlc_golden_save_calibrated(path, &runs[0], &meta, &env);
   }
