@@ -6,11 +6,8 @@ multiplied by the loss scale and cuts every update down to almost nothing
 import torch
 import torch.nn.functional as F
 
-from common import batches, evaluate, mlp, train  # noqa: F401
+from common import DEVICE, DTYPE, batches, evaluate, mlp, train  # noqa: F401
 from dlcheck.audit import CpuGradScaler
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-DTYPE = torch.float16 if DEVICE == "cuda" else torch.bfloat16
 
 
 def make_model():
@@ -38,4 +35,4 @@ def train_step(model, optimizer, micro_batches, scaler=None):
 
 
 if __name__ == "__main__":
-    train(dict(globals(), train_step=lambda m, o, mb: train_step(m, o, mb, make_scaler())))
+    train(globals())

@@ -5,8 +5,7 @@ state but not the scaler's: a resumed run restarts from the initial loss
 scale and growth count (the fixed twin: c2_scaler_state_not_saved_fixed.py)."""
 import torch
 
-from a2_clip_before_unscale_fixed import DEVICE, train_step  # noqa: F401  (unscaled, then clipped)
-from common import batches, evaluate, mlp, train  # noqa: F401
+from common import DEVICE, amp_step, batches, evaluate, mlp, train  # noqa: F401
 from dlcheck.audit import CpuGradScaler
 
 
@@ -24,6 +23,10 @@ def make_scaler():
     return CpuGradScaler(init_scale=2.0 ** 12, growth_interval=4)
 
 
+def train_step(model, optimizer, micro_batches, scaler=None):
+    return amp_step(model, optimizer, micro_batches, scaler)
+
+
 def save_checkpoint(path, model, optimizer, scaler=None):
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "rng": torch.get_rng_state()}, path)
@@ -37,4 +40,4 @@ def load_checkpoint(path, model, optimizer, scaler=None):
 
 
 if __name__ == "__main__":
-    train(dict(globals(), train_step=lambda m, o, mb: train_step(m, o, mb, make_scaler())))
+    train(globals())

@@ -21,4 +21,4 @@ def load_checkpoint(path, model, optimizer, scaler=None):
 
 
 if __name__ == "__main__":
-    train(dict(globals(), train_step=lambda m, o, mb: train_step(m, o, mb, make_scaler())))
+    train(globals())

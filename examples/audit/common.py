@@ -17,6 +17,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+#: mixed precision as the team runs it: float16 autocast on a GPU, bfloat16 on the CPU
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPE = torch.float16 if DEVICE == "cuda" else torch.bfloat16
 DIGITS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures",
                       "digits.h5")
 
@@ -93,6 +96,23 @@ def accumulate(model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches
     return torch.tensor(total)
 
 
+def amp_step(model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches: list,
+             scaler, *, max_norm: float = 1.0) -> torch.Tensor:
+    """One mixed-precision optimizer step, written correctly: autocast
+    forward, scaled backward, scaler.unscale_() before clipping, then the
+    scaler's step and update."""
+    optimizer.zero_grad()
+    for x, y in micro_batches:
+        with torch.autocast(DEVICE, dtype=DTYPE):
+            loss = F.cross_entropy(model(x), y) / len(micro_batches)
+        scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    return loss
+
+
 def batches(seed: int, batch_size: int, rank: int = 0, world_size: int = 1,
             workers: int = 0) -> Iterator:
     """The adapter's batch source: loader() as the project uses it."""
@@ -149,11 +169,12 @@ def train(adapter: dict, steps: int = 60, batch_size: int = 32, accumulation: in
     torch.manual_seed(0)
     model = adapter["make_model"]()
     optimizer = adapter["make_optimizer"](model)
+    amp = {"scaler": adapter["make_scaler"]()} if "make_scaler" in adapter else {}
     data = adapter["batches"](0, batch_size)
     for step in range(steps):
         batch = next(data)
         micro = [tuple(t.chunk(accumulation)[i] for t in batch) for i in range(accumulation)]
-        loss = adapter["train_step"](model, optimizer, micro)
+        loss = adapter["train_step"](model, optimizer, micro, **amp)
         if step % 20 == 0 or step == steps - 1:
             print(f"step {step}: loss {float(loss):.4f}")
     if "evaluate" in adapter:
