@@ -104,14 +104,13 @@ static int parse_from(int argc, char **argv, from_args *a) {
   return -1;
 }
 
-/* The golden of the first trace, its fingerprint kept, float32 closeness. */
-static dl_status save_from(const from_args *a, const dlc_trace *runs) {
-  static dlc_golden_meta meta, origin;
-  dlc_trace scratch;
+/* The golden of the first trace, its fingerprint (origin's, read with it)
+ * kept, float32 closeness. */
+static dl_status save_from(const from_args *a, const dlc_trace *runs,
+                           const dlc_golden_meta *origin) {
+  static dlc_golden_meta meta;
   DL_TRY(dlc_golden_meta_init(&meta));
-  DL_TRY(dlc_trace_load(a->files[0], &scratch, &origin));
-  dlc_trace_free(&scratch);
-  if (origin.env_json[0]) memcpy(meta.env_json, origin.env_json, sizeof meta.env_json);
+  if (origin->env_json[0]) memcpy(meta.env_json, origin->env_json, sizeof meta.env_json);
   const char *quantities[] = {"loss", "grad_norm", "params", "buffers"};
   for (int i = 0; i < 4; i++) DL_TRY(dlc_golden_meta_set_tol(&meta, quantities[i], "close(1.3e-6, 1e-5)"));
   char what[512];
@@ -130,8 +129,10 @@ int cmd_record_from(int argc, char **argv) {
   int code = a.files && runs ? parse_from(argc, argv, &a) : EXIT_USAGE;
   int loaded = 0;
   dl_status st = DL_OK;
-  for (; code < 0 && !st && loaded < a.n; loaded++) st = dlc_trace_load(a.files[loaded], &runs[loaded], NULL);
-  if (code < 0 && !st) st = save_from(&a, runs);
+  static dlc_golden_meta origin; /* the reference's fingerprint */
+  for (; code < 0 && !st && loaded < a.n; loaded++)
+    st = dlc_trace_load(a.files[loaded], &runs[loaded], loaded ? NULL : &origin);
+  if (code < 0 && !st) st = save_from(&a, runs, &origin);
   if (code < 0 && st) {
     fprintf(stderr, "dlcheck record: %s\n", dl_last_error());
     code = EXIT_USAGE;
