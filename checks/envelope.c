@@ -18,19 +18,19 @@ void dlc_envelope_free(dlc_envelope *e) {
   memset(e, 0, sizeof *e);
 }
 
-/* One step over the repeats: min, max, mean, population std. */
-static void step_stats(const dlc_trace *runs, int n, const char *name, int64_t s,
-                       double out[DLC_ENV_COLS]) {
+/* One step over the repeats (their series of one name): min, max, mean,
+ * population std. */
+static void step_stats(const dlc_series *const *rep, int n, int64_t s, double out[DLC_ENV_COLS]) {
   double mn = INFINITY, mx = -INFINITY, sum = 0, sq = 0;
   for (int i = 0; i < n; i++) {
-    double x = dlc_trace_series(&runs[i], name)->v[s];
+    double x = rep[i]->v[s];
     mn = fmin(mn, x);
     mx = fmax(mx, x);
     sum += x;
   }
   double mean = sum / n;
   for (int i = 0; i < n; i++) {
-    double d = dlc_trace_series(&runs[i], name)->v[s] - mean;
+    double d = rep[i]->v[s] - mean;
     sq += d * d;
   }
   out[DLC_ENV_MIN] = mn;
@@ -39,28 +39,42 @@ static void step_stats(const dlc_trace *runs, int n, const char *name, int64_t s
   out[DLC_ENV_STD] = sqrt(sq / n);
 }
 
+/* Series s of the reference in every repeat, looked up once, into rep. */
+static dl_status repeats_of(const dlc_trace *runs, int n, const dlc_series *s,
+                            const dlc_series **rep) {
+  rep[0] = s;
+  for (int i = 1; i < n; i++) {
+    rep[i] = dlc_trace_series(&runs[i], s->name);
+    if (!rep[i] || rep[i]->n != s->n)
+      return dl_fail(DL_ERR_INVALID, "envelope: repeat %d (%s) %s series %s: the repeats "
+                     "must be the same run", i, runs[i].run, rep[i] ? "has another length of"
+                     : "lacks", s->name);
+  }
+  return DL_OK;
+}
+
 static dl_status build_series(const dlc_trace *runs, int n, dlc_envelope *e) {
   const dlc_trace *ref = &runs[0];
   e->series = calloc((size_t)(ref->nseries ? ref->nseries : 1), sizeof *e->series);
-  if (!e->series) return dl_fail(DL_ERR_NOMEM, "envelope: out of memory");
-  for (int k = 0; k < ref->nseries; k++) {
+  const dlc_series **rep = malloc((size_t)n * sizeof *rep);
+  dl_status st = e->series && rep ? DL_OK : dl_fail(DL_ERR_NOMEM, "envelope: out of memory");
+  for (int k = 0; !st && k < ref->nseries; k++) {
     const dlc_series *s = &ref->series[k];
-    for (int i = 1; i < n; i++) {
-      const dlc_series *o = dlc_trace_series(&runs[i], s->name);
-      if (!o || o->n != s->n)
-        return dl_fail(DL_ERR_INVALID, "envelope: repeat %d (%s) %s series %s: the repeats "
-                       "must be the same run", i, runs[i].run, o ? "has another length of"
-                       : "lacks", s->name);
-    }
+    st = repeats_of(runs, n, s, rep);
+    if (st) break;
     dlc_envelope_series *es = &e->series[e->nseries];
     snprintf(es->name, sizeof es->name, "%s", s->name);
     es->n = s->n;
     es->v = calloc((size_t)(s->n ? s->n : 1), sizeof *es->v);
-    if (!es->v) return dl_fail(DL_ERR_NOMEM, "envelope: out of memory for series %s", s->name);
+    if (!es->v) {
+      st = dl_fail(DL_ERR_NOMEM, "envelope: out of memory for series %s", s->name);
+      break;
+    }
     e->nseries++;
-    for (int64_t t = 0; t < s->n; t++) step_stats(runs, n, s->name, t, es->v[t]);
+    for (int64_t t = 0; t < s->n; t++) step_stats(rep, n, t, es->v[t]);
   }
-  return DL_OK;
+  free(rep);
+  return st;
 }
 
 static dl_status build_finals(const dlc_trace *runs, int n, dlc_envelope *e) {
