@@ -11,7 +11,7 @@ enum { ORDER_ROTATED, ORDER_BLOCKED, ORDER_PAIRWISE, NORDERS };
 
 typedef struct perturb {
   dl_backend table;
-  uint64_t seed, mix;
+  uint64_t mix;
   int order;
   int64_t block;
   float *p;        /* products of one output element */
@@ -26,6 +26,9 @@ static uint64_t mix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
+
+/* The block length of blocked and pairwise sums: 2, 4, 8 or 16. */
+static int64_t block_of(uint64_t mix) { return (int64_t)2 << (mix % 4); }
 
 static float pairwise(const float *p, int64_t n, int64_t base) {
   if (n <= base) {
@@ -167,10 +170,9 @@ dl_status dl_perturb_backend_create(uint64_t seed, dl_backend **out) {
                    "give a seed >= 1");
   perturb *pt = calloc(1, sizeof *pt);
   if (!pt) return dl_fail(DL_ERR_NOMEM, "perturbation backend: out of memory");
-  pt->seed = seed;
   pt->mix = mix64(seed);
   pt->order = (int)(seed % NORDERS);
-  pt->block = (int64_t)2 << (pt->mix % 4);
+  pt->block = block_of(pt->mix);
   char what[128];
   snprintf(pt->name, sizeof pt->name, "perturb (%s)", dl_perturb_describe(seed, what, sizeof what));
   pt->table = (dl_backend){.name = pt->name, .impl = pt, .sgemm = p_sgemm,
@@ -199,12 +201,12 @@ const char *dl_perturb_describe(uint64_t seed, char *buf, size_t len) {
              (unsigned long long)seed, (unsigned long long)m);
     break;
   case ORDER_BLOCKED:
-    snprintf(buf, len, "seed %llu: products in float, summed in blocks of %d",
-             (unsigned long long)seed, 2 << (int)(m % 4));
+    snprintf(buf, len, "seed %llu: products in float, summed in blocks of %lld",
+             (unsigned long long)seed, (long long)block_of(m));
     break;
   default:
-    snprintf(buf, len, "seed %llu: products in float, summed pairwise down to runs of %d",
-             (unsigned long long)seed, 2 << (int)(m % 4));
+    snprintf(buf, len, "seed %llu: products in float, summed pairwise down to runs of %lld",
+             (unsigned long long)seed, (long long)block_of(m));
   }
   return buf;
 }
