@@ -337,8 +337,9 @@ static dl_status write_finals(hid_t file, const char *path, const dlc_trace *t) 
   return s;
 }
 
+/* calibrated: a golden with an envelope (root attribute golden_kind). */
 static dl_status write_root(hid_t file, const char *path, const dlc_trace *t,
-                            const dlc_golden_meta *m) {
+                            const dlc_golden_meta *m, bool calibrated) {
   char where[WHERE_MAX], hex[24];
   join(where, path, ":", "");
   snprintf(hex, sizeof hex, "0x%016llx", (unsigned long long)t->scenario_hash);
@@ -357,6 +358,7 @@ static dl_status write_root(hid_t file, const char *path, const dlc_trace *t,
     s = dlc_h5_attr_write_str(root, where, "env_fingerprint", m->env_json);
   if (s == DL_OK && golden) s = dlc_h5_attr_write_str(root, where, "recorded_at", m->recorded_at);
   if (s == DL_OK && golden) s = dlc_h5_attr_write_str(root, where, "dlcheck_version", m->version);
+  if (s == DL_OK && calibrated) s = dlc_h5_attr_write_str(root, where, "golden_kind", "calibrated");
   H5Gclose(root);
   return s;
 }
@@ -417,16 +419,7 @@ static dl_status write_envelope(hid_t file, const char *path, const dlc_envelope
 
 static dl_status write_all(hid_t file, const char *path, const dlc_trace *t,
                            const dlc_golden_meta *m, const dlc_envelope *e) {
-  DL_TRY(write_root(file, path, t, m));
-  if (e) {
-    char where[WHERE_MAX];
-    join(where, path, ":", "");
-    hid_t root = H5Gopen2(file, "/", H5P_DEFAULT);
-    if (root < 0) return dl_fail(DL_ERR_IO, "%s: cannot open the root group", path);
-    dl_status s = dlc_h5_attr_write_str(root, where, "golden_kind", "calibrated");
-    H5Gclose(root);
-    DL_TRY(s);
-  }
+  DL_TRY(write_root(file, path, t, m, e != NULL));
   DL_TRY(write_group(file, path, "series", write_series, t, m));
   DL_TRY(write_group(file, path, "digests", write_digests, t, m));
   DL_TRY(write_group(file, path, "stats", write_stats, t, m));
