@@ -494,19 +494,11 @@ dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
   return assess(&src, golden, pitfalls, r);
 }
 
-/* The golden's metadata for trace t of the reference run: this machine,
- * or origin_env (where a recorded run computed) when not empty; tolerances
- * bitwise on the CPU (the engine promises the same bits everywhere), else
- * float32's default closeness. */
+/* The golden's metadata for trace t of the reference run: bitwise on the
+ * CPU (the engine promises the same bits everywhere). */
 static dl_status golden_meta_for(const char *origin_env, const dlc_trace *trace,
                                  dlc_golden_meta *meta) {
-  DL_TRY(dlc_golden_meta_init(meta));
-  if (origin_env[0]) memcpy(meta->env_json, origin_env, sizeof meta->env_json);
-  bool cpu = strcmp(trace->backend, "cpu") == 0;
-  const char *quantities[] = {"loss", "grad_norm", "params", "buffers"};
-  for (int i = 0; i < 4; i++)
-    DL_TRY(dlc_golden_meta_set_tol(meta, quantities[i], cpu ? "bitwise" : "close(1.3e-6, 1e-5)"));
-  return DL_OK;
+  return dlc_golden_meta_recorded(meta, origin_env, strcmp(trace->backend, "cpu") == 0);
 }
 
 /* Goldens record layer statistics at every one of the first

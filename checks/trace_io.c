@@ -62,6 +62,15 @@ dl_status dlc_golden_meta_set_tol(dlc_golden_meta *m, const char *quantity, cons
   return DL_OK;
 }
 
+dl_status dlc_golden_meta_recorded(dlc_golden_meta *m, const char *origin_env, bool bitwise) {
+  DL_TRY(dlc_golden_meta_init(m));
+  if (origin_env && origin_env[0]) snprintf(m->env_json, sizeof m->env_json, "%s", origin_env);
+  static const char *const quantities[] = {"loss", "grad_norm", "params", "buffers"};
+  for (size_t i = 0; i < sizeof quantities / sizeof *quantities; i++)
+    DL_TRY(dlc_golden_meta_set_tol(m, quantities[i], bitwise ? "bitwise" : "close(1.3e-6, 1e-5)"));
+  return DL_OK;
+}
+
 const char *dlc_golden_meta_tol(const dlc_golden_meta *m, const char *quantity) {
   for (int i = 0; i < m->ntols; i++)
     if (strcmp(m->tols[i].quantity, quantity) == 0) return m->tols[i].rule;

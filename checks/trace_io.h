@@ -43,6 +43,12 @@ dl_status dlc_golden_meta_init(dlc_golden_meta *m);
 dl_status dlc_golden_meta_set_tol(dlc_golden_meta *m, const char *quantity, const char *rule);
 /* The rule text of `quantity`, or NULL. */
 const char *dlc_golden_meta_tol(const dlc_golden_meta *m, const char *quantity);
+/* A golden's metadata as dlcheck records it: dlc_golden_meta_init, the
+ * fingerprint origin_env instead of this machine's when not empty (where a
+ * recorded run computed), and the rules of loss, grad_norm, params and
+ * buffers: bitwise (the CPU engine's promise) or float32's default
+ * closeness, close(1.3e-6, 1e-5). */
+dl_status dlc_golden_meta_recorded(dlc_golden_meta *m, const char *origin_env, bool bitwise);
 
 /* Writes t to a new file that atomically replaces path: a golden when meta
  * is not NULL and meta->golden; else a plain trace, with the root attribute

@@ -109,10 +109,7 @@ static int parse_from(int argc, char **argv, from_args *a) {
 static dl_status save_from(const from_args *a, const dlc_trace *runs,
                            const dlc_golden_meta *origin) {
   static dlc_golden_meta meta;
-  DL_TRY(dlc_golden_meta_init(&meta));
-  if (origin->env_json[0]) memcpy(meta.env_json, origin->env_json, sizeof meta.env_json);
-  const char *quantities[] = {"loss", "grad_norm", "params", "buffers"};
-  for (int i = 0; i < 4; i++) DL_TRY(dlc_golden_meta_set_tol(&meta, quantities[i], "close(1.3e-6, 1e-5)"));
+  DL_TRY(dlc_golden_meta_recorded(&meta, origin->env_json, false));
   char what[512];
   snprintf(what, sizeof what, "%d recorded traces, %.400s the reference", a->n, a->files[0]);
   dlc_envelope env;
