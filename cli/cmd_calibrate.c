@@ -2,7 +2,7 @@
  * goldens from recorded traces and the rules their repeats support. */
 #include "cli.h"
 
-#include "trace_io.h"
+#include "store/trace_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>

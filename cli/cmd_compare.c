@@ -2,8 +2,8 @@
  * side: the portability report of a run recorded on two machines. */
 #include "cli.h"
 
-#include "checks_impl.h"
-#include "trace_io.h"
+#include "judge/checks_impl.h"
+#include "store/trace_io.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* dlcheck env: the environment fingerprint, and what changed since a golden. */
 #include "cli.h"
 
-#include "env.h"
-#include "trace_io.h"
+#include "store/env.h"
+#include "store/trace_io.h"
 #ifdef DL_HAVE_CUDA
 #include "cuda/env_checks.h"
 #endif

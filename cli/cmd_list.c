@@ -2,8 +2,8 @@
 /* dlcheck list: the scenarios and the catalogue pitfalls each covers. */
 #include "cli.h"
 
-#include "catalogue.h"
-#include "scenario.h"
+#include "judge/catalogue.h"
+#include "scenario/scenario.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -2,9 +2,9 @@
  * the traces it saved (the checks are evaluated again; nothing trains). */
 #include "cli.h"
 
-#include "execute.h"
-#include "path.h"
-#include "report.h"
+#include "run/execute.h"
+#include "store/path.h"
+#include "report/report.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -2,12 +2,12 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #include "cli.h"
 
-#include "backend_open.h"
-#include "envelope.h"
-#include "execute.h"
-#include "path.h"
-#include "trace.h"
-#include "report.h"
+#include "run/backend_open.h"
+#include "judge/envelope.h"
+#include "run/execute.h"
+#include "store/path.h"
+#include "trace/trace.h"
+#include "report/report.h"
 
 #include <stdio.h>
 #include <stdlib.h>

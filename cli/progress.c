@@ -1,6 +1,6 @@
 #include "cli.h"
 
-#include "env.h"
+#include "store/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>

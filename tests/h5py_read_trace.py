@@ -1,5 +1,5 @@
 """Reads a dlcheck trace or golden with h5py, checks the layout of schema 1
-(checks/trace_io.h) and prints one line per part, so that test_trace_io can
+(checks/store/trace_io.h) and prints one line per part, so that test_trace_io can
 tell that h5py sees what dlcheck wrote. Exits 1 with a message on the first
 layout violation.
 

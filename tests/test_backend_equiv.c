@@ -19,11 +19,11 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "check.h"
-#include "checks_impl.h"
+#include "judge/check.h"
+#include "judge/checks_impl.h"
 #include "host_backend.h"
-#include "runner.h"
-#include "scenario.h"
+#include "run/runner.h"
+#include "scenario/scenario.h"
 
 static const dlc_check_spec *find_check(const dlc_scenario *s, const char *name) {
   for (int i = 0; i < s->nchecks; i++)

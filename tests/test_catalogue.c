@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "catalogue.h"
+#include "judge/catalogue.h"
 
 #include <ctype.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "env.h"
+#include "store/env.h"
 
 #include <ctype.h>
 #include <gnu/libc-version.h>

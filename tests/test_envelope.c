@@ -24,12 +24,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "envelope.h"
+#include "judge/envelope.h"
 #include "host_backend.h"
 #include "inject_backend.h"
-#include "runner.h"
-#include "scenario.h"
-#include "trace_io.h"
+#include "run/runner.h"
+#include "scenario/scenario.h"
+#include "store/trace_io.h"
 
 enum { REPEATS = 5 };
 

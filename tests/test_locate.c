@@ -22,12 +22,12 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "check.h"
-#include "checks_impl.h"
+#include "judge/check.h"
+#include "judge/checks_impl.h"
 #include "inject_backend.h"
-#include "locate.h"
-#include "scenario.h"
-#include "trace_io.h"
+#include "run/locate.h"
+#include "scenario/scenario.h"
+#include "store/trace_io.h"
 
 static dlc_scenario *scn;
 

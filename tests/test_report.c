@@ -20,8 +20,9 @@
 
 #include <cmocka.h>
 
-#include "report.h"
-#include "svg_plot.h"
+#include "report/format.h"
+#include "report/report.h"
+#include "report/svg_plot.h"
 
 #include <dirent.h>
 #include <math.h>

@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "check.h"
-#include "scenario.h"
+#include "judge/check.h"
+#include "scenario/scenario.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "catalogue.h"
-#include "execute.h"
+#include "judge/catalogue.h"
+#include "run/execute.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "tolerance.h"
+#include "judge/tolerance.h"
 
 #include <float.h>
 #include <math.h>

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "mem.h"
-#include "trace.h"
+#include "trace/trace.h"
 
 #include <string.h>
 #include <xxhash.h>

@@ -15,7 +15,7 @@
 
 #include "mem.h"
 #include "state_dict.h"
-#include "trace_io.h"
+#include "store/trace_io.h"
 
 #include <dirent.h>
 #include <hdf5.h>

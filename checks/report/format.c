@@ -1,0 +1,151 @@
+/* format.h: what the report writers share. */
+#define _POSIX_C_SOURCE 200809L /* mkstemp, fdopen, fchmod, fsync */
+
+#include "report/format.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- UTF-8 ------------------------------------------------------------------ */
+
+int dlc_utf8_next(const char *s, uint32_t *cp) {
+  const unsigned char *u = (const unsigned char *)s;
+  int len;
+  uint32_t c, min;
+  if (u[0] < 0x80) {
+    *cp = u[0];
+    return 1;
+  }
+  if (u[0] >= 0xc2 && u[0] <= 0xdf) len = 2, c = u[0] & 0x1fu, min = 0x80;
+  else if (u[0] >= 0xe0 && u[0] <= 0xef) len = 3, c = u[0] & 0x0fu, min = 0x800;
+  else if (u[0] >= 0xf0 && u[0] <= 0xf4) len = 4, c = u[0] & 0x07u, min = 0x10000;
+  else goto invalid;
+  for (int i = 1; i < len; i++) {
+    if ((u[i] & 0xc0) != 0x80) goto invalid; /* also stops at the terminating 0 */
+    c = (c << 6) | (u[i] & 0x3fu);
+  }
+  if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) goto invalid;
+  *cp = c;
+  return len;
+invalid:
+  *cp = 0xfffd;
+  return 1;
+}
+
+void dlc_utf8_put(FILE *f, uint32_t cp) {
+  if (cp < 0x80) fputc((int)cp, f);
+  else if (cp < 0x800) {
+    fputc((int)(0xc0 | (cp >> 6)), f);
+    fputc((int)(0x80 | (cp & 0x3f)), f);
+  } else if (cp < 0x10000) {
+    fputc((int)(0xe0 | (cp >> 12)), f);
+    fputc((int)(0x80 | ((cp >> 6) & 0x3f)), f);
+    fputc((int)(0x80 | (cp & 0x3f)), f);
+  } else {
+    fputc((int)(0xf0 | (cp >> 18)), f);
+    fputc((int)(0x80 | ((cp >> 12) & 0x3f)), f);
+    fputc((int)(0x80 | ((cp >> 6) & 0x3f)), f);
+    fputc((int)(0x80 | (cp & 0x3f)), f);
+  }
+}
+
+/* ---- files written under a temporary name -------------------------------- */
+
+dl_status dlc_report_file_open(dlc_report_file *rf, const char *path, const char *what,
+                               const dlc_scenario_result *results, int n) {
+  memset(rf, 0, sizeof *rf);
+  if (!path || !path[0]) return dl_fail(DL_ERR_INVALID, "%s: no output path given", what);
+  if (n < 0 || (n > 0 && !results))
+    return dl_fail(DL_ERR_INVALID, "%s %s: %d results at %p; pass n >= 0 results", what, path,
+                   n, (const void *)results);
+  if (strlen(path) >= sizeof rf->path)
+    return dl_fail(DL_ERR_INVALID, "%s: path %.60s... is longer than %d bytes", what, path,
+                   DLC_PATH_MAX - 1);
+  strcpy(rf->path, path);
+  snprintf(rf->tmp, sizeof rf->tmp, "%s.tmp-XXXXXX", path);
+  int fd = mkstemp(rf->tmp);
+  if (fd < 0)
+    return dl_fail(DL_ERR_IO, "%s: cannot create %s: %s (does its folder exist and is it "
+                              "writable?)", what, rf->tmp, strerror(errno));
+  /* mkstemp makes the file private; a report is for everyone who can read the folder */
+  fchmod(fd, 0644);
+  rf->f = fdopen(fd, "w");
+  if (!rf->f) {
+    int e = errno;
+    close(fd);
+    unlink(rf->tmp);
+    return dl_fail(DL_ERR_IO, "%s: cannot open %s: %s", what, rf->tmp, strerror(e));
+  }
+  return DL_OK;
+}
+
+dl_status dlc_report_file_close(dlc_report_file *rf, dl_status s) {
+  if (!rf->f) return s;
+  bool write_error = fflush(rf->f) != 0 || ferror(rf->f) || fsync(fileno(rf->f)) != 0;
+  int e = errno;
+  if (fclose(rf->f) != 0 && !write_error) {
+    write_error = true;
+    e = errno;
+  }
+  rf->f = NULL;
+  if (s == DL_OK && write_error)
+    s = dl_fail(DL_ERR_IO, "writing %s failed: %s (disk full?)", rf->path, strerror(e));
+  if (s == DL_OK && rename(rf->tmp, rf->path) != 0)
+    s = dl_fail(DL_ERR_IO, "cannot rename %s to %s: %s", rf->tmp, rf->path, strerror(errno));
+  if (s != DL_OK) unlink(rf->tmp);
+  return s;
+}
+
+/* ---- XML text ------------------------------------------------------------ */
+
+void dlc_xml_text(FILE *f, const char *s, bool attribute) {
+  while (*s) {
+    uint32_t cp;
+    s += dlc_utf8_next(s, &cp);
+    switch (cp) {
+    case '&': fputs("&amp;", f); break;
+    case '<': fputs("&lt;", f); break;
+    case '>': fputs("&gt;", f); break;
+    case '"': fputs(attribute ? "&quot;" : "\"", f); break;
+    case '\'': fputs(attribute ? "&apos;" : "'", f); break;
+    case '\t': fputs(attribute ? "&#9;" : "\t", f); break;
+    case '\n': fputs(attribute ? "&#10;" : "\n", f); break;
+    case '\r': fputs("&#13;", f); break; /* a parser turns a raw CR into LF */
+    default:
+      if (cp < 0x20 || cp == 0xfffe || cp == 0xffff) dlc_utf8_put(f, 0xfffd);
+      else dlc_utf8_put(f, cp);
+    }
+  }
+}
+
+/* ---- verdict labels and counts ------------------------------------------ */
+
+const char *dlc_report_label(dlc_verdict_kind k) {
+  switch (k) {
+  case DLC_PASS: return "PASS";
+  case DLC_FAIL: return "FAIL";
+  case DLC_EXPECTED_DIVERGENCE: return "EXPECTED";
+  case DLC_ERROR: return "ERROR";
+  case DLC_SKIP: return "SKIP";
+  }
+  return "?";
+}
+
+static void count_one(const dlc_scenario_result *r, int *passed, int *failed, int *skipped) {
+  for (int i = 0; i < r->nchecks; i++) {
+    dlc_verdict_kind k = r->checks[i].kind;
+    ++*(k == DLC_SKIP ? skipped : dlc_verdict_ok(k) ? passed : failed);
+  }
+  if (!r->golden_present) ++*skipped;
+  else ++*(dlc_verdict_ok(r->golden.kind) ? passed : failed);
+  for (int i = 0; i < r->npitfalls; i++) ++*(r->pitfalls[i].caught ? passed : failed);
+}
+
+void dlc_report_count(const dlc_scenario_result *results, int n, int *passed, int *failed,
+                      int *skipped) {
+  *passed = *failed = *skipped = 0;
+  for (int i = 0; i < n; i++) count_one(&results[i], passed, failed, skipped);
+}

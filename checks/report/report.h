@@ -1,0 +1,79 @@
+/* Reports of scenario results: terminal text, JSON (machines), JUnit XML
+ * (CI) and one self-contained HTML page with SVG plots (people).
+ *
+ * Every file report is written under a temporary name in the target folder
+ * and renamed into place when complete, so a killed run never leaves half a
+ * report. Text from results (evidence, names) is escaped for each format;
+ * bytes that are not valid UTF-8 (evidence cut mid-character by a fixed
+ * buffer) become U+FFFD, and control characters that XML cannot carry
+ * become U+FFFD there.
+ *
+ * JSON structure (report.json; "format_version" changes when it does):
+ *   { "format": "dlcheck-report", "format_version": 1,
+ *     "environment": <env_json as passed, or null>,
+ *     "summary": { "scenarios", "passed", "failed", "skipped", "ok", "seconds" },
+ *     "catalogue": { ID: { "mistake", "effect", "fix" } } (the IDs any check names),
+ *     "scenarios": [ {
+ *       "name", "description", "backend", "ok",
+ *       "checks": [ VERDICT... ],
+ *       "golden": { "present": bool, VERDICT fields,
+ *                   "envelope": { "repeats", "widen", "perturbation",
+ *                                 "quantities": [ { "name", "kind": "series" |
+ *                                   "final", "distance", "step", "outside" } ] } },
+ *         ("envelope" only for a calibrated golden: each quantity's largest
+ *         distance from the band in half-widths, the step where it is
+ *         largest, and whether it exceeds "widen"; a missing quantity has
+ *         distance null and outside true)
+ *       "pitfalls": [ { "id", "variant", "description", "caught", "check",
+ *                       "verdict", "evidence", "step", "tensor", "layer",
+ *                       "max_abs", "max_rel", "max_ulp", "value",
+ *                       "threshold", "others": [ VERDICT... ] } ],
+ *       "runs": [ { "name", "steps", "final": { SERIES: last value },
+ *                   "metrics": { NAME: value } } ],
+ *       "timing": { "seconds", "checks_seconds" } } ] }
+ *   VERDICT = { "name", "verdict", "evidence", "step", "tensor", "layer",
+ *               "max_abs", "max_rel", "max_ulp", "value", "threshold",
+ *               "seconds", "catalogue": [ ID... ] }
+ *   "verdict" is "pass", "fail", "expected_divergence", "error" or
+ *   "not_tested" (a not_tested check: counted as skipped). Numbers
+ *   that do not apply (NaN, step -1, empty tensor/layer) and non-finite
+ *   numbers are null; doubles are written with the fewest digits that read
+ *   back to the same double. */
+#ifndef DLC_REPORT_H
+#define DLC_REPORT_H
+
+#include "judge/result.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* One line per check, per pitfall variant and for the golden comparison, a
+ * summary line per scenario and a final "N passed, N failed" line. Evidence
+ * of passing checks only when verbose; ANSI colour only when color (the
+ * caller knows whether out is a terminal). */
+dl_status dlc_report_text(FILE *out, const dlc_scenario_result *results, int n, bool color,
+                          bool verbose);
+
+/* env_json: the environment fingerprint as a JSON value, or NULL. */
+dl_status dlc_report_json(const char *path, const dlc_scenario_result *results, int n,
+                          const char *env_json);
+/* <testsuites>, one <testsuite> per scenario; one <testcase> per check, per
+ * pitfall variant ("pitfall G1 (variant)", a <failure> when missed) and for
+ * the golden comparison (<skipped> without a golden). Valid against
+ * tests/data/junit.xsd (the Jenkins/Ant JUnit schema). */
+dl_status dlc_report_junit(const char *path, const dlc_scenario_result *results, int n);
+/* One page, no scripts, no external resources: environment, a table of
+ * checks and pitfalls per scenario, and SVG plots of loss curves, per-step
+ * divergence from the reference run and per-layer divergence; for a
+ * calibrated golden each envelope series over its band and the final
+ * tensors' distances against the gate (the worst 24). */
+dl_status dlc_report_html(const char *path, const dlc_scenario_result *results, int n,
+                          const char *env_json);
+
+/* report.json, junit.xml and report.html in dir (created, with its
+ * parents, if missing). */
+dl_status dlc_report_write_all(const char *dir, const dlc_scenario_result *results, int n,
+                               const char *env_json);
+
+#endif

@@ -1,0 +1,180 @@
+/* What a run records into its trace (rank 0): per-step series and digests,
+ * layer statistics at chosen steps, and the final state. */
+#include "run/runner_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void tensor_stats(const dl_tensor *t, double out[DLC_STAT_COUNT]) {
+  double sum = 0, sq = 0, mn = INFINITY, mx = -INFINITY;
+  int64_t zeros = 0, bad = 0, n = 0;
+  if (t->dtype == DL_F32)
+    for (int64_t i = 0; i < t->numel; i++) {
+      double v = dl_f32(t)[i];
+      if (!isfinite(v)) {
+        bad++;
+        continue;
+      }
+      sum += v;
+      sq += v * v;
+      mn = v < mn ? v : mn;
+      mx = v > mx ? v : mx;
+      zeros += v == 0.0;
+      n++;
+    }
+  double mean = n ? sum / (double)n : 0;
+  out[DLC_STAT_MEAN] = mean;
+  out[DLC_STAT_STD] = n ? sqrt(fmax(sq / (double)n - mean * mean, 0.0)) : 0;
+  out[DLC_STAT_MIN] = n ? mn : 0;
+  out[DLC_STAT_MAX] = n ? mx : 0;
+  out[DLC_STAT_FRAC_ZERO] = t->numel ? (double)zeros / (double)t->numel : 0;
+  out[DLC_STAT_NONFINITE] = (double)bad;
+}
+
+static void add_stat(dlc_rank *r, const char *prefix, const char *layer, const dl_tensor *t) {
+  if (!r->stats_now) return;
+  if (r->nstat == r->stat_cap) {
+    int cap = r->stat_cap ? 2 * r->stat_cap : 32;
+    void *names = realloc(r->stat_names, (size_t)cap * sizeof *r->stat_names);
+    if (names) r->stat_names = names;
+    void *vals = realloc(r->stat_vals, (size_t)cap * sizeof *r->stat_vals);
+    if (vals) r->stat_vals = vals;
+    if (!names || !vals) return; /* statistics are evidence, not results */
+    r->stat_cap = cap;
+  }
+  snprintf(r->stat_names[r->nstat], DLC_NAME_MAX, "%s%s", prefix, layer);
+  tensor_stats(t, r->stat_vals[r->nstat]);
+  r->nstat++;
+}
+
+void dlc_record_forward(void *user, const char *layer, const dl_tensor *y) {
+  add_stat(user, "", layer, y);
+}
+
+/* Gradients are recorded unscaled: a loss scale (AMP) multiplies every
+ * backward value, and would make an fp16 run's statistics differ from fp32
+ * by the scale alone. */
+void dlc_record_backward(void *user, const char *layer, const dl_tensor *dy) {
+  dlc_rank *r = user;
+  int before = r->nstat;
+  add_stat(r, "grad ", layer, dy);
+  double f = dl_scaler_factor(&r->scaler);
+  if (r->nstat == before || f == 1.0) return;
+  for (int k = DLC_STAT_MEAN; k <= DLC_STAT_MAX; k++) r->stat_vals[before][k] /= f;
+}
+
+static dl_status push_digests(dlc_rank *r) {
+  int np = r->nparams, nb = dl_model_num_buffers(r->model), n = np + nb;
+  const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
+  const dl_tensor **ts = malloc((size_t)(n ? n : 1) * sizeof *ts);
+  char (*buf)[DLC_NAME_MAX] = malloc((size_t)(n ? n : 1) * sizeof *buf);
+  dl_status s = DL_OK;
+  if (!names || !ts || !buf) s = dl_fail(DL_ERR_NOMEM, "out of memory for digests");
+  for (int i = 0; !s && i < n; i++) {
+    const char *kind = i < np ? "param" : "buffer";
+    const char *name = i < np ? r->params[i]->name : dl_model_buffer(r->model, i - np)->name;
+    snprintf(buf[i], DLC_NAME_MAX, "%s/%s", kind, name);
+    names[i] = buf[i];
+    ts[i] = i < np ? &r->params[i]->value : &dl_model_buffer(r->model, i - np)->value;
+  }
+  if (!s) s = dlc_trace_push_digests(r->sh->trace, n, names, ts);
+  free(names);
+  free(ts);
+  free(buf);
+  return s;
+}
+
+dl_status dlc_record_step(dlc_rank *r, double loss, float grad_norm, float clipped_norm,
+                          float lr, bool skipped) {
+  if (r->rank != 0) return DL_OK;
+  dlc_trace *t = r->sh->trace;
+  DL_TRY(dlc_trace_push(t, "loss", loss));
+  DL_TRY(dlc_trace_push(t, "grad_norm", grad_norm));
+  DL_TRY(dlc_trace_push(t, "grad_norm_clipped", clipped_norm));
+  DL_TRY(dlc_trace_push(t, "lr", lr));
+  DL_TRY(dlc_trace_push(t, "loss_scale", dl_scaler_factor(&r->scaler)));
+  DL_TRY(dlc_trace_push(t, "skipped", skipped));
+  DL_TRY(push_digests(r));
+  if (r->nstat) {
+    const char **names = malloc((size_t)r->nstat * sizeof *names);
+    if (!names) return dl_fail(DL_ERR_NOMEM, "out of memory for layer statistics");
+    for (int i = 0; i < r->nstat; i++) names[i] = r->stat_names[i];
+    dl_status s = dlc_trace_push_stats(t, r->step, r->nstat, names,
+                                       (const double(*)[DLC_STAT_COUNT])r->stat_vals);
+    free(names);
+    DL_TRY(s);
+  }
+  if (r->sh->opt->progress)
+    r->sh->opt->progress(r->sh->opt->user, r->cfg->name, r->step + 1, r->cfg->steps);
+  return DL_OK;
+}
+
+static dl_status add_final(dlc_trace *t, const char *kind, const char *name,
+                           const dl_tensor *v) {
+  char full[DLC_NAME_MAX];
+  snprintf(full, sizeof full, "%s/%s", kind, name);
+  return dlc_trace_add_final(t, full, v);
+}
+
+dl_status dlc_record_initial(dlc_rank *r) {
+  if (r->rank != 0) return DL_OK;
+  for (int i = 0; i < r->nparams; i++)
+    DL_TRY(add_final(r->sh->trace, "init", r->params[i]->name, &r->params[i]->value));
+  for (int i = 0; i < dl_model_num_buffers(r->model); i++) {
+    dl_buffer *b = dl_model_buffer(r->model, i);
+    DL_TRY(add_final(r->sh->trace, "init_buffer", b->name, &b->value));
+  }
+  return DL_OK;
+}
+
+/* M4: how far the statistics of BatchNorm layers with frozen parameters
+ * moved during training (they should not move at all). */
+static double frozen_buffer_change(dlc_rank *r) {
+  double worst = 0;
+  for (int i = 0; i < dl_model_num_layers(r->model); i++) {
+    dl_layer *l = dl_model_layer(r->model, i);
+    bool bn = l->desc.kind == DL_BATCHNORM1D || l->desc.kind == DL_BATCHNORM2D;
+    if (!bn || !l->nparams || l->params[0].requires_grad) continue;
+    for (int k = 0; k < l->nbuffers; k++) {
+      char name[DLC_NAME_MAX];
+      snprintf(name, sizeof name, "init_buffer/%s", l->buffers[k].name);
+      const dl_tensor *b0 = dlc_trace_final(r->sh->trace, name), *b = &l->buffers[k].value;
+      if (!b0 || b->dtype != DL_F32 || b0->numel != b->numel) continue;
+      for (int64_t j = 0; j < b->numel; j++) {
+        double d = fabs((double)dl_f32(b)[j] - (double)dl_f32(b0)[j]);
+        worst = d > worst ? d : worst;
+      }
+    }
+  }
+  return worst;
+}
+
+dl_status dlc_record_final(dlc_rank *r) {
+  if (r->rank != 0) return DL_OK;
+  dlc_trace *t = r->sh->trace;
+  for (int i = 0; i < r->nparams; i++) {
+    dl_param *p = r->params[i];
+    DL_TRY(add_final(t, "param", p->name, &p->value));
+    if (p->has_grad) DL_TRY(add_final(t, "grad", p->name, &p->grad));
+    char flag[DLC_NAME_MAX];
+    snprintf(flag, sizeof flag, "requires_grad/%s", p->name);
+    DL_TRY(dlc_trace_set_metric(t, flag, p->requires_grad));
+    snprintf(flag, sizeof flag, "in_optimizer/%s", p->name);
+    DL_TRY(dlc_trace_set_metric(t, flag, p->in_optimizer));
+  }
+  for (int i = 0; i < dl_model_num_buffers(r->model); i++) {
+    dl_buffer *b = dl_model_buffer(r->model, i);
+    DL_TRY(add_final(t, "buffer", b->name, &b->value));
+  }
+  DL_TRY(dlc_trace_set_metric(t, "skipped_steps", (double)r->skipped));
+  DL_TRY(dlc_trace_set_metric(t, "overflow_steps", (double)r->overflow_steps));
+  DL_TRY(dlc_trace_set_metric(t, "zero_grad_fraction", r->zero_grad_fraction_max));
+  DL_TRY(dlc_trace_set_metric(t, "rank_buffer_max_diff", r->buffer_diff_max));
+  DL_TRY(dlc_trace_set_metric(t, "epoch_order_repeats", (double)r->order_repeats));
+  DL_TRY(dlc_trace_set_metric(t, "epochs_started", (double)r->epoch + 1));
+  DL_TRY(dlc_trace_set_metric(t, "loss_op_drift", r->loss_op_drift_max));
+  DL_TRY(dlc_trace_set_metric(t, "frozen_buffer_change", frozen_buffer_change(r)));
+  return DL_OK;
+}

@@ -1,0 +1,61 @@
+/* A run's configuration with PyTorch's defaults (see config.h). The scenario
+ * loader starts every run from here; scenarios/README.md lists the same
+ * values for users. */
+#include "scenario/config.h"
+
+#include <string.h>
+
+static void data_default(dlc_data_config *d) {
+  d->source = DLC_DATA_FIXTURE;
+  strcpy(d->split, "train");
+  strcpy(d->eval_split, "test");
+  d->n = 256;
+  d->dim = 16;
+  d->classes = 4;
+  d->spread = 0.5f;
+  d->vocab = 50;
+  d->min_len = 3;
+  d->max_len = 12;
+  d->batch = 1; /* DataLoader(batch_size=1, shuffle=False, drop_last=False) */
+}
+
+static void optim_default(dlc_optim_config *o) {
+  o->kind = DLC_OPT_SGD;
+  o->lr = 0.01f;
+  o->beta1 = 0.9f;
+  o->beta2 = 0.999f;
+  o->eps = 1e-8f;
+}
+
+static void precision_default(dlc_precision_config *p) {
+  p->autocast = DL_F32;
+  p->scaler = DLC_SCALER_NONE;
+  p->init_scale = 65536.0f; /* GradScaler: 2^16, x2 every 2000 good steps, x0.5 on inf */
+  p->growth_factor = 2.0f;
+  p->backoff_factor = 0.5f;
+  p->growth_interval = 2000;
+}
+
+void dlc_run_config_default(dlc_run_config *c) {
+  memset(c, 0, sizeof *c);
+  data_default(&c->data);
+  optim_default(&c->optim);
+  c->schedule.kind = DLC_SCHED_CONSTANT;
+  c->schedule.gamma = 0.1f; /* StepLR */
+  precision_default(&c->precision);
+  c->parallel.world = 1;
+  c->parallel.threads = 1;
+  c->parallel.broadcast_buffers = true; /* DistributedDataParallel's default */
+  c->accumulation = 1;
+  c->loss_weight = 1.0f;
+  c->loss.reduction = DL_REDUCTION_MEAN; /* F.cross_entropy's defaults */
+  c->loss.ignore_index = -100;
+  c->steps = 10;
+  c->checkpoint.optimizer = true;
+  c->checkpoint.scaler = true;
+  c->checkpoint.rng = true;
+  c->checkpoint.strict = true; /* load_state_dict(strict=True) */
+  c->eval.eval_mode = true;
+  c->eval.no_grad = true;
+  c->eval.repeats = 2;
+}

@@ -1,0 +1,165 @@
+/* One run's configuration: what the scenario loader produces for each run
+ * (base settings with the run's overrides applied) and what the runner
+ * executes. Plain data, no YAML here.
+ *
+ * The `bug` fields inject the catalogue's pitfalls (docs/pitfalls.md IDs in the
+ * comments): a correct pipeline has them all off. */
+#ifndef DLC_CONFIG_H
+#define DLC_CONFIG_H
+
+#include "layer.h"
+#include "loss.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "trace/dlc_limits.h"
+
+enum { DLC_MAX_LAYERS = 64, DLC_MAX_PATTERNS = 8 };
+
+typedef enum { DLC_DATA_FIXTURE, DLC_DATA_BLOBS, DLC_DATA_TOKENS } dlc_data_source;
+
+typedef struct dlc_data_config {
+  dlc_data_source source;
+  char path[DLC_PATH_MAX];  /* fixture: HDF5 file, relative to the repo root */
+  char split[32];           /* fixture group for training: "train" */
+  char eval_split[32];      /* fixture group for evaluation: "test" ("" none) */
+  int64_t limit;            /* use the first `limit` training samples; 0 = all */
+  int64_t eval_limit;
+  int64_t n, dim, classes;  /* blobs: samples, features, classes */
+  float spread;             /* blobs: std of points around their centre */
+  int64_t vocab, min_len, max_len; /* tokens */
+  int64_t batch;            /* per-rank micro-batch size */
+  bool shuffle, drop_last, augment;
+  int workers;              /* loader threads; 0 = in the training thread */
+} dlc_data_config;
+
+typedef enum { DLC_OPT_SGD, DLC_OPT_ADAM, DLC_OPT_ADAMW } dlc_optim_kind;
+typedef struct dlc_optim_config {
+  dlc_optim_kind kind;
+  float lr, momentum, dampening, weight_decay, beta1, beta2, eps;
+  bool nesterov;
+} dlc_optim_config;
+
+typedef enum { DLC_SCHED_CONSTANT, DLC_SCHED_STEP, DLC_SCHED_COSINE } dlc_sched_kind;
+typedef struct dlc_schedule_config {
+  dlc_sched_kind kind;
+  int64_t step_size, warmup_steps, total_steps;
+  float gamma, min_lr;
+} dlc_schedule_config;
+
+typedef enum { DLC_SCALER_NONE, DLC_SCALER_DYNAMIC, DLC_SCALER_STATIC } dlc_scaler_kind;
+typedef struct dlc_precision_config {
+  dl_dtype autocast;        /* DL_F32 (off), DL_F16, DL_BF16 */
+  dlc_scaler_kind scaler;
+  float init_scale;         /* 65536 (GradScaler) or the static scale */
+  float growth_factor, backoff_factor;
+  int growth_interval;      /* 2000 */
+  int loss_half;            /* A4: loss/softmax in half: 0, 1 (f16), 2 (bf16) */
+} dlc_precision_config;
+
+typedef struct dlc_parallel_config {
+  int world;                /* data-parallel ranks; 1 = single process */
+  int threads;              /* kernel threads (dl_set_num_threads) */
+  bool broadcast_buffers;   /* DDP default true (rank 0's buffers each forward) */
+} dlc_parallel_config;
+
+/* The training loss (engine/loss.h's dl_ce_desc). Cross-entropy only: the
+ * runner's data are class labels. With reduction sum, K accumulated
+ * micro-batch losses are summed, not divided by K: their sum is the big
+ * batch's sum. */
+typedef enum { DLC_LOSS_CROSS_ENTROPY = 0 } dlc_loss_kind;
+typedef struct dlc_loss_config {
+  dlc_loss_kind kind;
+  dl_reduction reduction;   /* mean (default) or sum */
+  float label_smoothing;    /* in [0, 1]; 0 */
+  int32_t ignore_index;     /* -100 */
+} dlc_loss_config;
+
+/* Where a run computes (engine/backend.h). `default` takes the command
+ * line's --backend, so one scenario runs on either; a run that names a
+ * device always runs there (backend_equiv's CPU and CUDA runs). */
+typedef enum { DLC_DEVICE_DEFAULT = 0, DLC_DEVICE_CPU, DLC_DEVICE_CUDA } dlc_device;
+typedef enum { DLC_MATH_FP32 = 0, DLC_MATH_TF32 } dlc_math;     /* cuBLAS and cuDNN */
+typedef enum { DLC_CONV_DETERMINISTIC = 0, DLC_CONV_FASTEST } dlc_conv_algo; /* cuDNN */
+typedef struct dlc_backend_config {
+  dlc_device device;
+  dlc_math math;            /* fp32 by default (docs/design.md rule 3: TF32 only on request) */
+  dlc_conv_algo conv_algo;  /* deterministic by default; fastest = cudnn.benchmark */
+} dlc_backend_config;
+
+typedef struct dlc_checkpoint_config {
+  int64_t at_step;          /* 0 = no checkpoint; else save after this step,
+                               reload into a fresh engine, continue */
+  bool optimizer, scaler, rng; /* what the checkpoint holds (C1, C2, C3) */
+  bool add_module_prefix;   /* C4: keys saved with "module." */
+  bool strict;              /* load strictly (C5 is strict=false) */
+  char drop_key[DLC_NAME_MAX]; /* C5/C6: key missing from the saved file */
+  bool change_architecture; /* C6: the resumed model differs in one layer */
+} dlc_checkpoint_config;
+
+typedef struct dlc_eval_config {
+  int64_t every;            /* evaluate every N steps (0 = at the end only) */
+  bool enabled;
+  bool eval_mode;           /* model.eval() during inference (M1, M3) */
+  bool no_grad;             /* torch.no_grad() during inference (M2) */
+  int repeats;              /* identical inferences compared (M1) */
+} dlc_eval_config;
+
+/* Pitfall switches; all false/0 in a correct pipeline. */
+typedef struct dlc_bugs {
+  bool no_zero_grad;            /* G1 */
+  bool loss_not_divided;        /* G2 */
+  bool zero_grad_in_micro_loop; /* G3 */
+  bool token_mean_per_micro;    /* G4 */
+  bool clip_before_unscale;     /* A2 */
+  bool no_distributed_sampler;  /* D1 */
+  bool no_set_epoch;            /* D2 */
+  bool grad_sum_not_mean;       /* D3 */
+  bool unsynced_buffers;        /* D4 */
+  bool metric_rank0_only;       /* D5 */
+  bool rank_keyed_noise;        /* D7 */
+  bool eval_consumes_train_rng; /* D8 */
+  bool bn_frozen_wrongly;       /* M4 */
+  bool unordered_reduction;     /* N2: reduction order depends on timing */
+  bool thread_keyed_rng;        /* N3 */
+  bool dead_relu;               /* F3: biases before ReLUs start at -10 */
+} dlc_bugs;
+
+typedef struct dlc_run_config {
+  char name[DLC_NAME_MAX];
+  /* A recorded trace (HDF5, e.g. of a PyTorch run) that stands for this run
+   * instead of training it ("" = train in the engine). The loader resets
+   * every other setting of such a run to its default: none of them applies. */
+  char trace[DLC_PATH_MAX];
+  uint64_t seed;
+  dl_layer_desc layers[DLC_MAX_LAYERS];
+  int nlayers;
+  char init_weights[DLC_PATH_MAX]; /* HDF5 state dict to start from ("" none) */
+  dlc_data_config data;
+  dlc_optim_config optim;
+  dlc_schedule_config schedule;
+  float clip_max_norm;      /* 0 = no clipping */
+  float loss_weight;        /* the loss is multiplied by it (an auxiliary loss's
+                               weight, say); 1 by default */
+  dlc_loss_config loss;
+  dlc_precision_config precision;
+  dlc_parallel_config parallel;
+  dlc_backend_config backend;
+  int accumulation;         /* micro-batches per optimizer step (K) */
+  int64_t steps;            /* optimizer steps */
+  dlc_checkpoint_config checkpoint;
+  dlc_eval_config eval;
+  char frozen[DLC_MAX_PATTERNS][DLC_NAME_MAX];        /* F1: name prefixes with requires_grad off */
+  int nfrozen;
+  char not_in_optimizer[DLC_MAX_PATTERNS][DLC_NAME_MAX]; /* F2 */
+  int nnot_in_optimizer;
+  int64_t stats_every;      /* layer statistics every N steps (0 = first and last) */
+  dlc_bugs bug;
+} dlc_run_config;
+
+/* PyTorch's defaults: SGD lr 0.01, Adam betas (0.9, 0.999) eps 1e-8,
+ * GradScaler 2^16 / 2.0 / 0.5 / 2000, world 1, threads 1, K 1. */
+void dlc_run_config_default(dlc_run_config *c);
+
+#endif
