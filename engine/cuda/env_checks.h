@@ -1,4 +1,4 @@
-/* The environment checks E1-E3 (checks/catalogue.c): what makes a CUDA
+/* The environment checks E1-E3 (checks/judge/catalogue.c): what makes a CUDA
  * program fail at start or drift, said before it happens.
  *
  *   E1  the CUDA runtime is newer than the driver supports

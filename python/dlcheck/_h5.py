@@ -1,6 +1,6 @@
 """Low-level HDF5 writing shared by the trace and state-dict writers.
 
-Files are written the way the C side writes them (checks/h5util.c,
+Files are written the way the C side writes them (checks/store/h5util.c,
 engine/state_dict.c): creation-ordered groups, no timestamps, fixed-length
 NUL-terminated UTF-8 strings, contiguous datasets, and default link
 creation properties (ASCII link names, as HDF5's C API uses), so that the

@@ -1,4 +1,4 @@
-"""Tensor digests as the C side computes them (checks/trace.c dlc_digest):
+"""Tensor digests as the C side computes them (checks/trace/trace.c dlc_digest):
 xxhash64, seed 0, of the raw little-endian bytes of the tensor's elements in
 row-major (contiguous) order. Equal bits give equal digests on both sides.
 """

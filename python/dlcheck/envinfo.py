@@ -2,7 +2,7 @@
 strings, in a fixed key order, that the C side's dlc_env_diff compares key
 by key with any other fingerprint (a C golden's, another run's).
 
-The keys checks/env.c writes come first, with the same value formats, where
+The keys checks/store/env.c writes come first, with the same value formats, where
 Python knows them: dlcheck_version, cpu_model, cpu_flags, logical_cores, os,
 os_release, glibc, hdf5 (the HDF5 h5py runs on), cuda_driver,
 cuda_devices, cuda_runtime, cublas, cudnn, nccl (found, like the C side,
@@ -48,7 +48,7 @@ TORCH_KEYS = ("torch_version", "torch_cuda", "torch_cudnn", "torch_nccl", "torch
 KEYS = C_KEYS + TORCH_KEYS
 
 
-# ---- CPU and OS, as checks/env.c reads them -----------------------------------
+# ---- CPU and OS, as checks/store/env.c reads them -----------------------------------
 
 def _cpuinfo(text: str) -> tuple[str, str]:
     model, flags = "unknown", "unknown"
@@ -173,7 +173,7 @@ def _cudnn() -> int:
 
 def cuda_values(opener: Callable[[Sequence[str]], Optional[ctypes.CDLL]] = _open_first
                 ) -> dict[str, str]:
-    """cuda_driver .. nccl as checks/env.c probes and formats them."""
+    """cuda_driver .. nccl as checks/store/env.c probes and formats them."""
     skip = os.environ.get("DLCHECK_NO_CUDA_PROBE", "")
     if skip and skip != "0":
         out = dict.fromkeys(("cuda_driver", "cuda_runtime", "cublas", "cudnn", "nccl"),

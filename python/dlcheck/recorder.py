@@ -1,5 +1,5 @@
 """Recorder: writes a PyTorch training run as a dlcheck trace, under the
-names the C engine's traces use (checks/runner_record.c), so that
+names the C engine's traces use (checks/run/runner_record.c), so that
 `dlcheck compare` can put it beside an engine run, a golden, or another
 PyTorch run.
 

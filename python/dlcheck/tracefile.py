@@ -1,4 +1,4 @@
-"""dlcheck trace files (and goldens), exactly as checks/trace_io.c writes and
+"""dlcheck trace files (and goldens), exactly as checks/store/trace_io.c writes and
 reads them (schema_version 1).
 
     user block       512 bytes: "dlcheck trace 1\\nxxh64 <16 lowercase hex>\\n"
@@ -106,7 +106,7 @@ class LayerStats:
 
 @dataclass
 class Trace:
-    """Everything one run recorded (checks/trace.h), plus a golden's
+    """Everything one run recorded (checks/trace/trace.h), plus a golden's
     additions. Finals are numpy arrays; a bfloat16 final is held as its
     uint16 bits and named in `bfloat16` (final_tensor() gives a torch
     tensor of the right dtype for any final)."""
