@@ -4,30 +4,7 @@
 # message, nothing written). Usage: test_cli.sh PATH/TO/dlcheck
 set -u
 DLCHECK=$1
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-export DLCHECK_ROOT=$ROOT
-WORK=$(mktemp -d /tmp/dlcheck-cli-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-cp -r "$HERE/small" "$WORK/small"
-GOLDEN="$WORK/golden"
-passed=0 failed=0
-
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -n "${2:-}" ] && sed 's/^/     /' "$2" | head -20; }
-
-# expect CODE NAME CMD...: runs CMD, output in $WORK/out, checks the exit code.
-expect() {
-  local code=$1 name=$2
-  shift 2
-  "$@" >"$WORK/out" 2>&1
-  local got=$?
-  if [ "$got" -eq "$code" ]; then ok "$name"; else bad "$name (exit $got, expected $code)" "$WORK/out"; fi
-}
-# contains NAME TEXT: the last command's output contains TEXT.
-contains() {
-  if grep -qF -- "$2" "$WORK/out"; then ok "$1"; else bad "$1 (no '$2' in output)" "$WORK/out"; fi
-}
+source "$(dirname "$0")/lib.sh"
 
 expect 0 "help" "$DLCHECK" --help
 contains "help lists run" "run SCENARIO_DIR"
@@ -352,5 +329,4 @@ grep -q '"outside": true' "$WORK/drift_cal/report.json" &&
 grep -q 'class="outside"' "$WORK/drift_cal/report.html" &&
   ok "report.html rings the steps outside the band" || bad "report.html outside" "$WORK/drift_cal/report.html"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
