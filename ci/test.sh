@@ -10,6 +10,9 @@ jobs=$(nproc)
 
 step() { printf '\n== %s ==\n' "$*"; }
 
+step "checks/ stages include only earlier stages"
+ci/check-stages.sh
+
 step "release build (gcc, -Werror)"
 cmake --preset release >/dev/null
 cmake --build build/release -j"$jobs"
