@@ -1,6 +1,6 @@
-/* The layer framework: kind names, default descriptions, validation,
- * dispatch to the per-kind files under cpu/, and the parameter/buffer
- * bookkeeping every kind shares. */
+/* The layer framework: the registry's table (names, dispatch to the
+ * per-kind files under cpu/), default descriptions, the validation helpers
+ * and the parameter/buffer bookkeeping every kind shares. */
 #include "layer.h"
 
 #include "cpu/kinds.h"
@@ -11,32 +11,33 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const kind_names[DL_LAYER_KIND_COUNT] = {
-    [DL_LINEAR] = "linear",
-    [DL_CONV2D] = "conv2d",
-    [DL_BATCHNORM1D] = "batchnorm1d",
-    [DL_BATCHNORM2D] = "batchnorm2d",
-    [DL_LAYERNORM] = "layernorm",
-    [DL_DROPOUT] = "dropout",
-    [DL_RELU] = "relu",
-    [DL_GELU] = "gelu",
-    [DL_TANH] = "tanh",
-    [DL_MAXPOOL2D] = "maxpool2d",
-    [DL_GLOBALAVGPOOL] = "globalavgpool",
-    [DL_FLATTEN] = "flatten",
-    [DL_EMBEDDING] = "embedding",
-    [DL_RESIDUAL] = "residual",
-};
+/* The registry (layer_kinds.h) as a table indexed by kind. */
+typedef struct kind_entry {
+  const char *name;
+  const dl_layer_ops *ops;
+  dl_status (*init)(dl_layer *l, uint64_t seed);
+  dl_status (*check)(const char *label, const dl_layer_desc *d);
+} kind_entry;
+
+#define KIND_ENTRY(id, name, ops, init, check, keys) [id] = {name, &ops, init, check},
+static const kind_entry kinds[] = {DL_LAYER_KINDS(KIND_ENTRY)};
+#undef KIND_ENTRY
+_Static_assert(sizeof kinds / sizeof kinds[0] == DL_LAYER_KIND_COUNT,
+               "every layer kind has one registry entry");
+
+static const kind_entry *kind_at(dl_layer_kind k) {
+  return (unsigned)k < DL_LAYER_KIND_COUNT ? &kinds[k] : NULL;
+}
 
 const char *dl_layer_kind_name(dl_layer_kind k) {
-  if ((unsigned)k >= DL_LAYER_KIND_COUNT) return "unknown";
-  return kind_names[k];
+  const kind_entry *e = kind_at(k);
+  return e ? e->name : "unknown";
 }
 
 dl_status dl_layer_kind_parse(const char *name, dl_layer_kind *out) {
   if (!name) return dl_fail(DL_ERR_INVALID, "layer kind: no name given");
   for (int k = 0; k < DL_LAYER_KIND_COUNT; k++) {
-    if (strcmp(name, kind_names[k]) == 0) {
+    if (strcmp(name, kinds[k].name) == 0) {
       *out = (dl_layer_kind)k;
       return DL_OK;
     }
@@ -44,7 +45,7 @@ dl_status dl_layer_kind_parse(const char *name, dl_layer_kind *out) {
   char known[256];
   size_t n = 0;
   for (int k = 0; k < DL_LAYER_KIND_COUNT && n < sizeof known; k++)
-    n += (size_t)snprintf(known + n, sizeof known - n, k ? ", %s" : "%s", kind_names[k]);
+    n += (size_t)snprintf(known + n, sizeof known - n, k ? ", %s" : "%s", kinds[k].name);
   return dl_fail(DL_ERR_INVALID, "unknown layer kind '%s'; expected one of: %s", name,
                  known);
 }
@@ -80,121 +81,42 @@ const char *dl_layer_label(const dl_layer *l, char *buf, size_t len) {
   return layer_label(l->prefix, l->desc.kind, buf, len);
 }
 
-static dl_status need_positive(const char *label, const char *field, int64_t v) {
+dl_status dl_layer_need_positive(const char *label, const char *field, int64_t v) {
   if (v > 0) return DL_OK;
   return dl_fail(DL_ERR_INVALID, "%s: %s must be > 0, got %lld", label, field,
                  (long long)v);
 }
 
-static dl_status validate_window(const char *label, const dl_layer_desc *d) {
-  DL_TRY(need_positive(label, "kernel", d->kernel));
-  if (d->kind == DL_CONV2D) DL_TRY(need_positive(label, "stride", d->stride));
+dl_status dl_layer_check_window(const char *label, const dl_layer_desc *d, int min_stride) {
+  DL_TRY(dl_layer_need_positive(label, "kernel", d->kernel));
+  if (min_stride > 0) DL_TRY(dl_layer_need_positive(label, "stride", d->stride));
   if (d->stride < 0)
     return dl_fail(DL_ERR_INVALID, "%s: stride must be >= 0 (0 = kernel), got %d",
                    label, d->stride);
   if (d->padding < 0)
     return dl_fail(DL_ERR_INVALID, "%s: padding must be >= 0, got %d", label, d->padding);
-  if (d->kind == DL_MAXPOOL2D && d->padding > d->kernel / 2)
-    return dl_fail(DL_ERR_INVALID,
-                   "%s: padding %d exceeds half the kernel size %d (PyTorch refuses it)",
-                   label, d->padding, d->kernel);
   return DL_OK;
 }
 
-static dl_status validate_norm(const char *label, const dl_layer_desc *d) {
-  DL_TRY(need_positive(label, "num_features", d->out));
+dl_status dl_layer_check_norm(const char *label, const dl_layer_desc *d, bool has_momentum) {
+  DL_TRY(dl_layer_need_positive(label, "num_features", d->out));
   if (!(d->eps > 0.0f) || !isfinite(d->eps))
     return dl_fail(DL_ERR_INVALID, "%s: eps must be a finite number > 0, got %g", label,
                    (double)d->eps);
-  if (d->kind != DL_LAYERNORM && !(d->momentum >= 0.0f && d->momentum <= 1.0f))
+  if (has_momentum && !(d->momentum >= 0.0f && d->momentum <= 1.0f))
     return dl_fail(DL_ERR_INVALID, "%s: momentum must be in [0, 1], got %g", label,
                    (double)d->momentum);
   return DL_OK;
 }
 
-static dl_status validate_desc(const char *label, const dl_layer_desc *d) {
-  switch (d->kind) {
-  case DL_LINEAR:
-    DL_TRY(need_positive(label, "in_features", d->in));
-    return need_positive(label, "out_features", d->out);
-  case DL_CONV2D:
-    DL_TRY(need_positive(label, "in_channels", d->in));
-    DL_TRY(need_positive(label, "out_channels", d->out));
-    return validate_window(label, d);
-  case DL_MAXPOOL2D: return validate_window(label, d);
-  case DL_BATCHNORM1D:
-  case DL_BATCHNORM2D:
-  case DL_LAYERNORM: return validate_norm(label, d);
-  case DL_DROPOUT:
-    if (!(d->p >= 0.0f && d->p < 1.0f))
-      return dl_fail(DL_ERR_INVALID, "%s: p must be in [0, 1), got %g", label,
-                     (double)d->p);
-    return DL_OK;
-  case DL_EMBEDDING:
-    DL_TRY(need_positive(label, "num_embeddings", d->in));
-    return need_positive(label, "embedding_dim", d->out);
-  case DL_RESIDUAL:
-    if (d->nbody < 1 || !d->body)
-      return dl_fail(DL_ERR_INVALID, "%s: the body needs at least one layer, got %d",
-                     label, d->nbody);
-    return DL_OK;
-  case DL_RELU:
-  case DL_GELU:
-  case DL_TANH:
-  case DL_GLOBALAVGPOOL:
-  case DL_FLATTEN: return DL_OK;
-  case DL_LAYER_KIND_COUNT: break;
-  }
-  return dl_fail(DL_ERR_INVALID, "%s: unknown layer kind %d", label, (int)d->kind);
+dl_status dl_layer_no_check(const char *label, const dl_layer_desc *d) {
+  (void)label, (void)d;
+  return DL_OK;
 }
 
-static const dl_layer_ops *ops_for(dl_layer_kind k) {
-  switch (k) {
-  case DL_LINEAR: return &dl_linear_ops;
-  case DL_CONV2D: return &dl_conv2d_ops;
-  case DL_BATCHNORM1D:
-  case DL_BATCHNORM2D: return &dl_batchnorm_ops;
-  case DL_LAYERNORM: return &dl_layernorm_ops;
-  case DL_DROPOUT: return &dl_dropout_ops;
-  case DL_RELU: return &dl_relu_ops;
-  case DL_GELU: return &dl_gelu_ops;
-  case DL_TANH: return &dl_tanh_ops;
-  case DL_MAXPOOL2D: return &dl_maxpool2d_ops;
-  case DL_GLOBALAVGPOOL: return &dl_globalavgpool_ops;
-  case DL_FLATTEN: return &dl_flatten_ops;
-  case DL_EMBEDDING: return &dl_embedding_ops;
-  case DL_RESIDUAL: return &dl_residual_ops;
-  case DL_LAYER_KIND_COUNT: break;
-  }
-  return NULL;
-}
-
-/* The residual body's layers take rng ids rng_id+1, rng_id+2, ... in
- * order, so ids stay distinct across the model (seq.c continues after the
- * last one). */
-static dl_status init_body(dl_layer *l, uint64_t seed) {
-  char prefix[DL_NAME_MAX];
-  int n = snprintf(prefix, sizeof prefix, "%sbody.", l->prefix);
-  if (n < 0 || (size_t)n >= sizeof prefix)
-    return dl_fail(DL_ERR_INVALID, "residual %s: body name prefix is longer than %d",
-                   l->prefix, DL_NAME_MAX - 1);
-  l->body = dl_mem_alloc(sizeof *l->body, "residual body");
-  if (!l->body) return DL_ERR_NOMEM;
-  uint64_t next = l->rng_id + 1;
-  return dl_seq_init(l->body, l->desc.body, l->desc.nbody, prefix, &next, seed);
-}
-
-static dl_status init_kind(dl_layer *l, uint64_t seed) {
-  switch (l->desc.kind) {
-  case DL_LINEAR: return dl_linear_init(l, seed);
-  case DL_CONV2D: return dl_conv2d_init(l, seed);
-  case DL_BATCHNORM1D:
-  case DL_BATCHNORM2D: return dl_batchnorm_init(l, seed);
-  case DL_LAYERNORM: return dl_layernorm_init(l, seed);
-  case DL_EMBEDDING: return dl_embedding_init(l, seed);
-  case DL_RESIDUAL: return init_body(l, seed);
-  default: return DL_OK;
-  }
+dl_status dl_layer_no_init(dl_layer *l, uint64_t seed) {
+  (void)l, (void)seed;
+  return DL_OK;
 }
 
 dl_status dl_layer_init(dl_layer *l, const dl_layer_desc *d, const char *prefix,
@@ -206,13 +128,15 @@ dl_status dl_layer_init(dl_layer *l, const dl_layer_desc *d, const char *prefix,
   if (strlen(prefix) >= DL_NAME_MAX)
     return dl_fail(DL_ERR_INVALID, "%s: name prefix is longer than %d characters", label,
                    DL_NAME_MAX - 1);
-  DL_TRY(validate_desc(label, d));
+  const kind_entry *k = kind_at(d->kind);
+  if (!k) return dl_fail(DL_ERR_INVALID, "%s: unknown layer kind %d", label, (int)d->kind);
+  DL_TRY(k->check(label, d));
   l->desc = *d;
   strcpy(l->prefix, prefix);
   l->rng_id = rng_id;
   l->training = true;
-  l->ops = ops_for(d->kind);
-  dl_status s = init_kind(l, seed);
+  l->ops = k->ops;
+  dl_status s = k->init(l, seed);
   if (s != DL_OK) {
     dl_layer_destroy(l);
     return s;

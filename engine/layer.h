@@ -1,4 +1,5 @@
-/* Layers: forward and backward side by side, one file per kind under cpu/.
+/* Layers: forward and backward side by side, one file per kind under cpu/,
+ * one entry per kind in the registry (layer_kinds.h).
  *
  * A layer never owns its input or output: the sequence that runs it (seq.h)
  * keeps every activation and hands the layer its saved input x and output y
@@ -9,6 +10,7 @@
 #define DL_LAYER_H
 
 #include "backend.h"
+#include "layer_kinds.h"
 #include "tensor.h"
 
 #include <stdbool.h>
@@ -16,23 +18,10 @@
 
 enum { DL_NAME_MAX = 96 };
 
-typedef enum dl_layer_kind {
-  DL_LINEAR,      /* y = x W^T + b over the last dim; any leading dims */
-  DL_CONV2D,      /* NCHW, square kernel, stride, zero padding */
-  DL_BATCHNORM1D, /* [N, C] or [N, C, L] */
-  DL_BATCHNORM2D, /* [N, C, H, W] */
-  DL_LAYERNORM,   /* over the last dim */
-  DL_DROPOUT,     /* inverted scaling 1/(1-p), keyed by (layer, step, sample) */
-  DL_RELU,
-  DL_GELU,        /* erf form; gelu_tanh selects approximate='tanh' */
-  DL_TANH,
-  DL_MAXPOOL2D,   /* kernel, stride (0 = kernel), padding */
-  DL_GLOBALAVGPOOL, /* [N, C, H, W] -> [N, C] */
-  DL_FLATTEN,     /* [N, ...] -> [N, prod(...)] */
-  DL_EMBEDDING,   /* int32 ids [N] or [N, T] -> [..., out] */
-  DL_RESIDUAL,    /* y = x + body(x) */
-  DL_LAYER_KIND_COUNT
-} dl_layer_kind;
+/* One per entry of the registry (layer_kinds.h), in its order. */
+#define DL_LAYER_KIND_ENUM(id, name, ops, init, check, keys) id,
+typedef enum dl_layer_kind { DL_LAYER_KINDS(DL_LAYER_KIND_ENUM) DL_LAYER_KIND_COUNT } dl_layer_kind;
+#undef DL_LAYER_KIND_ENUM
 
 const char *dl_layer_kind_name(dl_layer_kind k); /* "linear", "conv2d", ... */
 /* Parses a name as written in scenario files; DL_ERR_INVALID if unknown. */

@@ -72,47 +72,36 @@ static dl_status parse_gelu(void *ctx, const yu_val *v, const yu_field *f, void 
 
 static dl_status parse_body(void *ctx, const yu_val *v, const yu_field *f, void *base);
 
+/* The YAML type and range of each dl_layer_desc member a layer key sets;
+ * which keys each kind takes is its registry entry's (engine/layer_kinds.h). */
 #define LF(k, t, member) .key = k, .type = t, .offset = offsetof(dl_layer_desc, member)
-#define L_TYPE {.key = "type", .type = YU_SKIP}
-#define L_DIM(k, member) {LF(k, YU_I64, member), .range = YU_INTS(1, INT32_MAX), .required = true}
-#define L_BIAS {LF("bias", YU_BOOL, bias)}
-#define L_KERNEL {LF("kernel", YU_INT, kernel), .range = YU_INTS(1, 1024), .required = true}
-#define L_STRIDE {LF("stride", YU_INT, stride), .range = YU_INTS(1, 1024)}
-#define L_PADDING {LF("padding", YU_INT, padding), .range = YU_INTS(0, 1024)}
-#define L_EPS {LF("eps", YU_F32, eps), .range = YU_GT0}
-#define L_AFFINE {LF("affine", YU_BOOL, affine)}
+#define KEY_in(k) {LF(k, YU_I64, in), .range = YU_INTS(1, INT32_MAX), .required = true}
+#define KEY_out(k) {LF(k, YU_I64, out), .range = YU_INTS(1, INT32_MAX), .required = true}
+#define KEY_kernel(k) {LF(k, YU_INT, kernel), .range = YU_INTS(1, 1024), .required = true}
+#define KEY_stride(k) {LF(k, YU_INT, stride), .range = YU_INTS(1, 1024)}
+#define KEY_padding(k) {LF(k, YU_INT, padding), .range = YU_INTS(0, 1024)}
+#define KEY_bias(k) {LF(k, YU_BOOL, bias)}
+#define KEY_eps(k) {LF(k, YU_F32, eps), .range = YU_GT0}
+#define KEY_momentum(k) {LF(k, YU_F32, momentum), .range = YU_UNIT}
+#define KEY_affine(k) {LF(k, YU_BOOL, affine)}
+#define KEY_track_running_stats(k) {LF(k, YU_BOOL, track_running_stats)}
+#define KEY_p(k) {LF(k, YU_F32, p), .range = YU_UNIT_OPEN}
+#define KEY_gelu_tanh(k) {.key = k, .type = YU_CUSTOM, .parse = parse_gelu}
+#define KEY_body(k) {.key = k, .type = YU_CUSTOM, .parse = parse_body, .required = true}
 
-static const yu_field no_fields[] = {L_TYPE};
-static const yu_field linear_fields[] = {L_TYPE, L_DIM("in", in), L_DIM("out", out), L_BIAS};
-static const yu_field conv2d_fields[] = {L_TYPE, L_DIM("in", in), L_DIM("out", out), L_KERNEL,
-                                         L_STRIDE, L_PADDING, L_BIAS};
-static const yu_field batchnorm_fields[] = {
-    L_TYPE, L_DIM("features", out), L_EPS, {LF("momentum", YU_F32, momentum), .range = YU_UNIT},
-    L_AFFINE, {LF("track_running_stats", YU_BOOL, track_running_stats)}};
-static const yu_field layernorm_fields[] = {L_TYPE, L_DIM("features", out), L_EPS, L_AFFINE};
-static const yu_field dropout_fields[] = {L_TYPE, {LF("p", YU_F32, p), .range = YU_UNIT_OPEN}};
-static const yu_field gelu_fields[] = {L_TYPE, {.key = "approximate", .type = YU_CUSTOM,
-                                                .parse = parse_gelu}};
-static const yu_field maxpool_fields[] = {L_TYPE, L_KERNEL, L_STRIDE, L_PADDING};
-static const yu_field embedding_fields[] = {L_TYPE, L_DIM("num", in), L_DIM("dim", out)};
-static const yu_field residual_fields[] = {
-    L_TYPE, {.key = "body", .type = YU_CUSTOM, .parse = parse_body, .required = true}};
+#define DL_KEY(k, member) KEY_##member(k),
+#define KIND_FIELDS(id, name, ops, init, check, keys) \
+  static const yu_field id##_fields[] = {{.key = "type", .type = YU_SKIP}, keys};
+DL_LAYER_KINDS(KIND_FIELDS)
 
 typedef struct layer_schema {
   const yu_field *fields;
   int n;
 } layer_schema;
 
-#define SCHEMA(t) {t, COUNT(t)}
-static const layer_schema layer_schemas[DL_LAYER_KIND_COUNT] = {
-    [DL_LINEAR] = SCHEMA(linear_fields),         [DL_CONV2D] = SCHEMA(conv2d_fields),
-    [DL_BATCHNORM1D] = SCHEMA(batchnorm_fields), [DL_BATCHNORM2D] = SCHEMA(batchnorm_fields),
-    [DL_LAYERNORM] = SCHEMA(layernorm_fields),   [DL_DROPOUT] = SCHEMA(dropout_fields),
-    [DL_RELU] = SCHEMA(no_fields),               [DL_GELU] = SCHEMA(gelu_fields),
-    [DL_TANH] = SCHEMA(no_fields),               [DL_MAXPOOL2D] = SCHEMA(maxpool_fields),
-    [DL_GLOBALAVGPOOL] = SCHEMA(no_fields),      [DL_FLATTEN] = SCHEMA(no_fields),
-    [DL_EMBEDDING] = SCHEMA(embedding_fields),   [DL_RESIDUAL] = SCHEMA(residual_fields),
-};
+#define KIND_SCHEMA(id, name, ops, init, check, keys) [id] = {id##_fields, COUNT(id##_fields)},
+static const layer_schema layer_schemas[] = {DL_LAYER_KINDS(KIND_SCHEMA)};
+_Static_assert(COUNT(layer_schemas) == DL_LAYER_KIND_COUNT, "every layer kind has a schema");
 
 static dl_status read_layer(loader *L, const yu_val *v, dl_layer_desc *d) {
   DL_TRY(yu_expect_mapping(v));

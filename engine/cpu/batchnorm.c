@@ -266,4 +266,8 @@ static dl_status bn_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   return DL_OK;
 }
 
+dl_status dl_batchnorm_check(const char *label, const dl_layer_desc *d) {
+  return dl_layer_check_norm(label, d, true);
+}
+
 const dl_layer_ops dl_batchnorm_ops = {bn_forward, bn_backward};

@@ -615,4 +615,10 @@ static dl_status conv_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   return st;
 }
 
+dl_status dl_conv2d_check(const char *label, const dl_layer_desc *d) {
+  DL_TRY(dl_layer_need_positive(label, "in_channels", d->in));
+  DL_TRY(dl_layer_need_positive(label, "out_channels", d->out));
+  return dl_layer_check_window(label, d, 1);
+}
+
 const dl_layer_ops dl_conv2d_ops = {conv_forward, conv_backward};

@@ -150,4 +150,10 @@ static dl_status dropout_backward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
   return DL_OK;
 }
 
+dl_status dl_dropout_check(const char *label, const dl_layer_desc *d) {
+  if (!(d->p >= 0.0f && d->p < 1.0f))
+    return dl_fail(DL_ERR_INVALID, "%s: p must be in [0, 1), got %g", label, (double)d->p);
+  return DL_OK;
+}
+
 const dl_layer_ops dl_dropout_ops = {dropout_forward, dropout_backward};

@@ -78,4 +78,9 @@ static dl_status embedding_backward(dl_layer *l, const dl_ctx *ctx, const dl_ten
   return DL_OK;
 }
 
+dl_status dl_embedding_check(const char *label, const dl_layer_desc *d) {
+  DL_TRY(dl_layer_need_positive(label, "num_embeddings", d->in));
+  return dl_layer_need_positive(label, "embedding_dim", d->out);
+}
+
 const dl_layer_ops dl_embedding_ops = {embedding_forward, embedding_backward};

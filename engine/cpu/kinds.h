@@ -1,26 +1,34 @@
-/* The per-kind pieces layer.c dispatches to. Each engine/cpu/<kind>.c
- * defines its ops table and, if the kind has parameters or buffers, an init
- * function that creates them in l->params / l->buffers (named
- * l->prefix + "weight", ...) and fills them with PyTorch's default
- * initialisation drawn from the stream (seed, "init/" + full name).
- * Kinds without parameters have no init function. */
+/* The per-kind pieces layer.c dispatches to, and the helpers they share.
+ * Each engine/cpu/<kind>.c defines its ops table, its check (if its
+ * description has something to check) and, if the kind has parameters or
+ * buffers, an init function that creates them in l->params / l->buffers
+ * (named l->prefix + "weight", ...) and fills them with PyTorch's default
+ * initialisation drawn from the stream (seed, "init/" + full name). The
+ * registry (layer_kinds.h) names them; kinds without parameters or without
+ * anything to check name dl_layer_no_init / dl_layer_no_check. */
 #ifndef DL_CPU_KINDS_H
 #define DL_CPU_KINDS_H
 
 #include "layer.h"
 #include "philox.h"
 
-extern const dl_layer_ops dl_linear_ops, dl_conv2d_ops, dl_batchnorm_ops,
-    dl_layernorm_ops, dl_dropout_ops, dl_relu_ops, dl_gelu_ops, dl_tanh_ops,
-    dl_maxpool2d_ops, dl_globalavgpool_ops, dl_flatten_ops, dl_embedding_ops,
-    dl_residual_ops;
+/* Every ops table, init and check function the registry (layer_kinds.h)
+ * names; a kind shared by two entries (batchnorm1d and 2d) is declared
+ * twice, which C allows. */
+#define DL_DECLARE_KIND(id, name, ops, init, check, keys)                 \
+  extern const dl_layer_ops ops;                                          \
+  dl_status init(dl_layer *l, uint64_t seed);                             \
+  dl_status check(const char *label, const dl_layer_desc *d);
+DL_LAYER_KINDS(DL_DECLARE_KIND)
+#undef DL_DECLARE_KIND
 
-dl_status dl_linear_init(dl_layer *l, uint64_t seed);
-dl_status dl_conv2d_init(dl_layer *l, uint64_t seed);
-dl_status dl_batchnorm_init(dl_layer *l, uint64_t seed);   /* 1d and 2d */
-dl_status dl_layernorm_init(dl_layer *l, uint64_t seed);
-dl_status dl_embedding_init(dl_layer *l, uint64_t seed);
-/* residual: layer.c builds l->body with dl_seq_init. */
+/* Validation helpers the kinds' checks share (layer.c); each fails with
+ * "LABEL: FIELD must be ..., got VALUE". */
+dl_status dl_layer_need_positive(const char *label, const char *field, int64_t v);
+/* kernel > 0, stride >= min_stride (0 means "as the kernel"), padding >= 0. */
+dl_status dl_layer_check_window(const char *label, const dl_layer_desc *d, int min_stride);
+/* num_features > 0, finite eps > 0, and momentum in [0, 1] if it has one. */
+dl_status dl_layer_check_norm(const char *label, const dl_layer_desc *d, bool has_momentum);
 
 /* Creates l->params[l->nparams++] named prefix+suffix, shaped as given,
  * requires_grad and in_optimizer on; grad allocated alongside. */

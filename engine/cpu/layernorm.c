@@ -196,4 +196,8 @@ static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   return DL_OK;
 }
 
+dl_status dl_layernorm_check(const char *label, const dl_layer_desc *d) {
+  return dl_layer_check_norm(label, d, false);
+}
+
 const dl_layer_ops dl_layernorm_ops = {ln_forward, ln_backward};

@@ -159,4 +159,9 @@ static dl_status linear_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
   return s;
 }
 
+dl_status dl_linear_check(const char *label, const dl_layer_desc *d) {
+  DL_TRY(dl_layer_need_positive(label, "in_features", d->in));
+  return dl_layer_need_positive(label, "out_features", d->out);
+}
+
 const dl_layer_ops dl_linear_ops = {linear_forward, linear_backward};

@@ -274,4 +274,13 @@ static dl_status maxpool_backward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
   return DL_OK;
 }
 
+dl_status dl_maxpool2d_check(const char *label, const dl_layer_desc *d) {
+  DL_TRY(dl_layer_check_window(label, d, 0));
+  if (d->padding > d->kernel / 2)
+    return dl_fail(DL_ERR_INVALID,
+                   "%s: padding %d exceeds half the kernel size %d (PyTorch refuses it)",
+                   label, d->padding, d->kernel);
+  return DL_OK;
+}
+
 const dl_layer_ops dl_maxpool2d_ops = {maxpool_forward, maxpool_backward};

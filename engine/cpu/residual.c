@@ -1,11 +1,14 @@
 /* Residual block: y = x + body(x), dx = dy + body's dx. The body is a
- * sequence (layer.c builds it) that keeps its own activations. Under
+ * sequence (dl_residual_init builds it) that keeps its own activations. Under
  * autocast the sum is rounded to half, like the outputs of the other
  * layers. */
 #include "kinds.h"
 
 #include "half.h"
+#include "mem.h"
 #include "seq.h"
+
+#include <stdio.h>
 
 static dl_status residual_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                                   dl_tensor *y) {
@@ -40,6 +43,27 @@ static dl_status residual_backward(dl_layer *l, const dl_ctx *ctx, const dl_tens
   for (int64_t i = 0; i < dx->numel; i++) dxp[i] += dyp[i];
   dl_round_inplace(dxp, dx->numel, (int)ctx->autocast);
   return DL_OK;
+}
+
+dl_status dl_residual_check(const char *label, const dl_layer_desc *d) {
+  if (d->nbody < 1 || !d->body)
+    return dl_fail(DL_ERR_INVALID, "%s: the body needs at least one layer, got %d", label,
+                   d->nbody);
+  return DL_OK;
+}
+
+/* The body's layers take rng ids rng_id+1, rng_id+2, ... in order, so ids
+ * stay distinct across the model (seq.c continues after the last one). */
+dl_status dl_residual_init(dl_layer *l, uint64_t seed) {
+  char prefix[DL_NAME_MAX];
+  int n = snprintf(prefix, sizeof prefix, "%sbody.", l->prefix);
+  if (n < 0 || (size_t)n >= sizeof prefix)
+    return dl_fail(DL_ERR_INVALID, "residual %s: body name prefix is longer than %d",
+                   l->prefix, DL_NAME_MAX - 1);
+  l->body = dl_mem_alloc(sizeof *l->body, "residual body");
+  if (!l->body) return DL_ERR_NOMEM;
+  uint64_t next = l->rng_id + 1;
+  return dl_seq_init(l->body, l->desc.body, l->desc.nbody, prefix, &next, seed);
 }
 
 const dl_layer_ops dl_residual_ops = {residual_forward, residual_backward};
