@@ -1,5 +1,6 @@
 /* dlcheck report DIR: the report of an earlier `run --out DIR`, rebuilt from
  * the traces it saved (the checks are evaluated again; nothing trains). */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include "cli.h"
 
 #include "run/execute.h"
@@ -19,49 +20,77 @@ static const char report_help[] =
     "Evaluates the checks again, prints the report and rewrites report.json,\n"
     "junit.xml and report.html in DIR. Exit codes as for run.\n";
 
-static int reload_all(const char *dir, bool verbose) {
-  char traces[4096];
-  if (dlc_path(traces, sizeof traces, "%s/traces", dir)) {
-    fprintf(stderr, "dlcheck report: %s\n", dl_last_error());
-    return EXIT_USAGE;
-  }
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The scenario folders under traces/, in name order (*names, *n); EXIT_USAGE
+ * on failure, else -1. */
+static int list_scenarios(const char *traces, const char *dir, char ***names, int *n) {
+  *names = NULL;
+  *n = 0;
   DIR *d = opendir(traces);
   if (!d) {
     fprintf(stderr, "dlcheck report: %s: no traces (run `dlcheck run --out %s ...` first)\n",
             traces, dir);
     return EXIT_USAGE;
   }
-  dlc_scenario_result results[64];
-  int n = 0, code = EXIT_PASS;
-  for (struct dirent *e; code == EXIT_PASS && (e = readdir(d)) && n < 64;) {
+  for (struct dirent *e; (e = readdir(d));) {
     if (e->d_name[0] == '.') continue;
-    char sdir[4200];
-    dlc_scenario *s;
-    if (dlc_path(sdir, sizeof sdir, "%s/%s", traces, e->d_name) ||
-        dlc_scenario_load(&s, sdir)) {
-      fprintf(stderr, "dlcheck report: %s\n", dl_last_error());
-      code = EXIT_USAGE;
-      break;
+    char **grown = realloc(*names, (size_t)(*n + 1) * sizeof **names);
+    if (grown) *names = grown;
+    if (!grown || !(grown[*n] = strdup(e->d_name))) {
+      closedir(d);
+      fprintf(stderr, "dlcheck report: out of memory listing %s\n", traces);
+      return EXIT_USAGE;
     }
-    dl_status st = dlc_scenario_reload(s, traces, &results[n]);
+    ++*n;
+  }
+  closedir(d);
+  if (*n) qsort(*names, (size_t)*n, sizeof **names, by_name);
+  return -1;
+}
+
+/* Every scenario folder is in the report: one that cannot be reloaded is
+ * an ERROR there (and exit 2), never left out. */
+static int reload_all(const char *dir, bool verbose) {
+  char traces[4096];
+  if (dlc_path(traces, sizeof traces, "%s/traces", dir)) {
+    fprintf(stderr, "dlcheck report: %s\n", dl_last_error());
+    return EXIT_USAGE;
+  }
+  char **names;
+  int n;
+  int code = list_scenarios(traces, dir, &names, &n);
+  dlc_scenario_result *results = code < 0 ? calloc((size_t)n + 1, sizeof *results) : NULL;
+  if (code < 0 && !results) fprintf(stderr, "dlcheck report: out of memory\n");
+  code = results ? EXIT_PASS : EXIT_USAGE;
+  for (int i = 0; results && i < n; i++) {
+    char sdir[4200];
+    dlc_scenario *s = NULL;
+    dl_status st = dlc_path(sdir, sizeof sdir, "%s/%s", traces, names[i]);
+    if (!st) st = dlc_scenario_load(&s, sdir);
+    if (!st) st = dlc_scenario_reload(s, traces, &results[i]);
+    else dlc_result_set_error(&results[i], names[i], dl_last_error());
     dlc_scenario_free(s);
-    n++;
     if (st) {
-      fprintf(stderr, "dlcheck report: %s: %s\n", e->d_name, dl_last_error());
+      fprintf(stderr, "dlcheck report: %s: %s\n", names[i], dl_last_error());
       code = EXIT_USAGE;
-    } else if (!dlc_result_ok(&results[n - 1])) {
+    } else if (!dlc_result_ok(&results[i]) && code == EXIT_PASS) {
       code = EXIT_CHECK_FAILED;
     }
   }
-  closedir(d);
-  if (code != EXIT_USAGE) {
+  if (results) {
     dlc_report_text(stdout, results, n, cli_stdout_is_tty(), verbose);
     if (dlc_report_write_all(dir, results, n, cli_env_json())) {
       fprintf(stderr, "dlcheck report: writing %s: %s\n", dir, dl_last_error());
       code = EXIT_USAGE;
     }
   }
-  for (int i = 0; i < n; i++) dlc_result_free(&results[i]);
+  for (int i = 0; results && i < n; i++) dlc_result_free(&results[i]);
+  free(results);
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
   return code;
 }
 

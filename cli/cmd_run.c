@@ -268,52 +268,57 @@ static int record_one(dlc_scenario *s, const dlc_exec_options *o, const run_args
   return a->repeat && rank0 ? cli_print_calibration(path) : EXIT_PASS;
 }
 
+/* A scenario that stops with an error is an ERROR in the results (never a
+ * pass or a skip) and the others still run, so the reports list every
+ * scenario; under MPI the ranks stop together instead (a failed collective
+ * leaves nothing to run the next scenario with). */
 static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
   dlc_scenario_result *results = calloc((size_t)a->ndirs, sizeof *results);
   if (!results) return EXIT_USAGE;
-  int code = EXIT_PASS, nresults = 0;
-  for (int i = 0; i < a->ndirs; i++) {
+  int code = EXIT_PASS, nresults = 0, nexecuted = 0;
+  for (int i = 0; i < a->ndirs && !(code == EXIT_USAGE && (o->comm || record)); i++) {
     dlc_scenario *s;
-    if (dlc_scenario_load(&s, a->dirs[i])) {
+    dl_status st = dlc_scenario_load(&s, a->dirs[i]);
+    if (st) {
       fprintf(stderr, "dlcheck: %s\n", dl_last_error());
+      if (!record) dlc_result_set_error(&results[nresults++], a->dirs[i], dl_last_error());
       code = EXIT_USAGE;
-      break;
+      continue;
     }
-    if (apply_world(s, a->world)) {
-      fprintf(stderr, "dlcheck: %s: --world %d: %s\n", a->dirs[i], a->world, dl_last_error());
-      dlc_scenario_free(s);
-      code = EXIT_USAGE;
-      break;
-    }
-    if (o->comm && dl_comm_check_consistent(o->comm, s->hash, "scenario file")) {
+    st = apply_world(s, a->world);
+    if (st) dl_fail_context(st, "--world %d: ", a->world);
+    if (!st && o->comm && (st = dl_comm_check_consistent(o->comm, s->hash, "scenario file")))
+      dl_fail_context(st, "--comm mpi: ");
+    if (st) {
       fprintf(stderr, "dlcheck: %s: %s\n", a->dirs[i], dl_last_error());
+      if (!record) dlc_result_set_error(&results[nresults++], s->name, dl_last_error());
       dlc_scenario_free(s);
       code = EXIT_USAGE;
-      break;
+      continue;
     }
     if (record) {
       int c = record_one(s, o, a);
       dlc_scenario_free(s);
-      if (c) {
-        code = c;
-        break;
-      }
+      if (c) code = c;
+      if (c) break;
       continue;
     }
-    dl_status st = dlc_scenario_execute(s, o, &results[nresults]);
+    st = dlc_scenario_execute(s, o, &results[nresults++]);
+    nexecuted++;
     cli_progress_done();
     dlc_scenario_free(s);
-    nresults++;
     if (st) {
       fprintf(stderr, "dlcheck: %s: %s\n", a->dirs[i], dl_last_error());
       code = EXIT_USAGE;
-      break;
+    } else if (!dlc_result_ok(&results[nresults - 1]) && code == EXIT_PASS) {
+      code = EXIT_CHECK_FAILED;
     }
-    if (!dlc_result_ok(&results[nresults - 1])) code = EXIT_CHECK_FAILED;
   }
+  /* Bad input alone (no scenario could be loaded) writes nothing. */
   bool rank0 = !o->comm || dl_comm_rank(o->comm) == 0;
-  if (!record && nresults && rank0) {
+  if (!record && nexecuted && rank0) {
     dlc_report_text(stdout, results, nresults, cli_stdout_is_tty(), a->verbose);
+    /* Last, once every trace it names is written. */
     if (a->out && dlc_report_write_all(a->out, results, nresults, cli_env_json())) {
       fprintf(stderr, "dlcheck: writing reports to %s: %s\n", a->out, dl_last_error());
       code = EXIT_USAGE;
@@ -348,6 +353,11 @@ int cmd_run(int argc, char **argv, bool record) {
                         .workdir = workdir, .pitfalls = a.pitfalls, .progress = cli_progress,
                         .trace_dir = a.out ? traces : NULL};
   if (!strcmp(a.comm, "mpi")) code = start_mpi(&a, &o);
+  bool rank0 = !o.comm || dl_comm_rank(o.comm) == 0;
+  if (code < 0 && a.out && !record && rank0 && dlc_report_remove_all(a.out)) {
+    fprintf(stderr, "dlcheck: --out %s: %s\n", a.out, dl_last_error());
+    code = EXIT_USAGE;
+  }
   if (code < 0) code = run_scenarios(&a, record, &o);
   if (o.comm) code = finish_mpi(&o, code);
   rmdir(workdir);

@@ -72,8 +72,11 @@ dl_status dlc_report_html(const char *path, const dlc_scenario_result *results, 
                           const char *env_json);
 
 /* report.json, junit.xml and report.html in dir (created, with its
- * parents, if missing). */
+ * parents, if missing): all three, or none when one fails. */
 dl_status dlc_report_write_all(const char *dir, const dlc_scenario_result *results, int n,
                                const char *env_json);
+/* Removes the three reports from dir (those of an earlier run), so that a
+ * run that fails before writing its own leaves none that claims success. */
+dl_status dlc_report_remove_all(const char *dir);
 
 #endif

@@ -1,10 +1,12 @@
 /* report.h: every file report into one folder. */
+#define _POSIX_C_SOURCE 200809L /* unlink */
 #include "report/report.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* mkdir -p */
 static dl_status make_dir(const char *dir) {
@@ -27,17 +29,40 @@ static dl_status make_dir(const char *dir) {
   return DL_OK;
 }
 
+static const char *const report_names[] = {"report.json", "junit.xml", "report.html"};
+enum { NREPORTS = 3 };
+
+static dl_status report_paths(const char *dir, char paths[NREPORTS][DLC_PATH_MAX]) {
+  if (!dir || !dir[0]) return dl_fail(DL_ERR_INVALID, "reports: no output folder given");
+  for (int i = 0; i < NREPORTS; i++)
+    if (snprintf(paths[i], DLC_PATH_MAX, "%s/%s", dir, report_names[i]) >= DLC_PATH_MAX)
+      return dl_fail(DL_ERR_INVALID, "report folder %.60s...: %s/%s is longer than %d bytes",
+                     dir, dir, report_names[i], DLC_PATH_MAX - 1);
+  return DL_OK;
+}
+
+dl_status dlc_report_remove_all(const char *dir) {
+  char paths[NREPORTS][DLC_PATH_MAX];
+  DL_TRY(report_paths(dir, paths));
+  for (int i = 0; i < NREPORTS; i++)
+    if (unlink(paths[i]) != 0 && errno != ENOENT && errno != ENOTDIR)
+      return dl_fail(DL_ERR_IO, "cannot remove the earlier report %s: %s (a report left there "
+                     "would describe another run)", paths[i], strerror(errno));
+  return DL_OK;
+}
+
+/* All three or none: a report written before a later one failed is removed
+ * again, so that the folder never holds a report of a run that failed to
+ * finish its reports. */
 dl_status dlc_report_write_all(const char *dir, const dlc_scenario_result *results, int n,
                                const char *env_json) {
-  if (!dir || !dir[0]) return dl_fail(DL_ERR_INVALID, "reports: no output folder given");
+  char paths[NREPORTS][DLC_PATH_MAX];
+  DL_TRY(report_paths(dir, paths));
   DL_TRY(make_dir(dir));
-  static const char *const names[] = {"report.json", "junit.xml", "report.html"};
-  char paths[3][DLC_PATH_MAX];
-  for (int i = 0; i < 3; i++)
-    if (snprintf(paths[i], sizeof paths[i], "%s/%s", dir, names[i]) >= (int)sizeof paths[i])
-      return dl_fail(DL_ERR_INVALID, "report folder %.60s...: %s/%s is longer than %d bytes",
-                     dir, dir, names[i], DLC_PATH_MAX - 1);
-  DL_TRY(dlc_report_json(paths[0], results, n, env_json));
-  DL_TRY(dlc_report_junit(paths[1], results, n));
-  return dlc_report_html(paths[2], results, n, env_json);
+  dl_status s = dlc_report_json(paths[0], results, n, env_json);
+  int written = 0;
+  if (s == DL_OK) written++, s = dlc_report_junit(paths[1], results, n);
+  if (s == DL_OK) written++, s = dlc_report_html(paths[2], results, n, env_json);
+  for (int i = 0; s != DL_OK && i < written; i++) unlink(paths[i]);
+  return s;
 }

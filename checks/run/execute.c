@@ -174,8 +174,12 @@ static dl_status compare_golden(const dlc_scenario *s, const char *path,
   static _Thread_local dlc_golden_meta meta; /* 14 KiB: off the stack */
   r->envelope = calloc(1, sizeof *r->envelope);
   if (!r->envelope) return dl_fail(DL_ERR_NOMEM, "out of memory for the golden's envelope");
-  dl_status st = dlc_golden_load(path, r->golden_trace, &meta, r->envelope);
-  if (st == DL_ERR_IO) {
+  /* Only a golden that is not there is "no golden"; one that cannot be read
+   * (damaged, a folder, unreadable) is an error on the golden line. */
+  struct stat sb;
+  bool absent = stat(path, &sb) != 0 && errno == ENOENT;
+  dl_status st = absent ? DL_ERR_IO : dlc_golden_load(path, r->golden_trace, &meta, r->envelope);
+  if (absent) {
     free(r->golden_trace);
     r->golden_trace = NULL;
     free(r->envelope);
@@ -186,9 +190,15 @@ static dl_status compare_golden(const dlc_scenario *s, const char *path,
     return DL_OK;
   }
   if (st) { /* a golden that exists but cannot be read is bad input, not a skip */
+    free(r->golden_trace);
+    r->golden_trace = NULL;
     free(r->envelope);
     r->envelope = NULL;
-    return dl_fail_context(st, "golden of %s: ", s->name);
+    st = dl_fail_context(st, "golden of %s: ", s->name);
+    r->golden_present = true;
+    r->golden.kind = DLC_ERROR;
+    snprintf(r->golden.evidence, sizeof r->golden.evidence, "%s", dl_last_error());
+    return st;
   }
   r->golden_present = true;
   snprintf(r->golden_trace->run, sizeof r->golden_trace->run, "golden");
@@ -351,8 +361,38 @@ static dl_status result_alloc(const dlc_scenario *s, const char *backend,
   if (!r->traces || !r->checks || !r->pitfalls)
     return dl_fail(DL_ERR_NOMEM, "out of memory for results");
   r->ntraces = s->nruns;
-  r->nchecks = s->nchecks;
+  r->nchecks = 0; /* counted once evaluated: a failed run has no verdicts */
   return DL_OK;
+}
+
+void dlc_result_set_error(dlc_scenario_result *r, const char *scenario, const char *message) {
+  if (!r->scenario[0] && scenario) snprintf(r->scenario, sizeof r->scenario, "%s", scenario);
+  if (!r->golden.check[0]) {
+    dlc_verdict_init(&r->golden, "golden", "", "");
+    r->golden.kind = DLC_ERROR;
+    snprintf(r->golden.evidence, sizeof r->golden.evidence,
+             "not compared: the scenario stopped with an error");
+  }
+  /* The golden's own failure is on its line already. */
+  if (r->golden_present && r->golden.kind == DLC_ERROR &&
+      strcmp(r->golden.evidence, message) == 0)
+    return;
+  /* result_alloc leaves room for one verdict after the checks; a second
+   * error replaces the first. */
+  if (r->nchecks > 0 && r->checks[r->nchecks - 1].kind == DLC_ERROR &&
+      strcmp(r->checks[r->nchecks - 1].check, "error") == 0)
+    r->nchecks--;
+  if (!r->checks) r->checks = calloc(1, sizeof *r->checks);
+  if (!r->checks) { /* out of memory: the golden line carries it */
+    r->golden_present = true;
+    r->golden.kind = DLC_ERROR;
+    snprintf(r->golden.evidence, sizeof r->golden.evidence, "%s", message);
+    return;
+  }
+  dlc_verdict *v = &r->checks[r->nchecks++];
+  dlc_verdict_init(v, "error", "", "");
+  v->kind = DLC_ERROR;
+  snprintf(v->evidence, sizeof v->evidence, "%s", message);
 }
 
 /* A failed equivalence check between two engine runs whose statistics do
@@ -421,18 +461,27 @@ static dl_status need_reference(const dlc_scenario *s) {
 static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
                         dlc_scenario_result *r) {
   const dlc_scenario *s = src->s;
-  DL_TRY(src->get(src, -1, r->traces));
+  dl_status st = src->get(src, -1, r->traces);
+  if (st) { /* no half-filled runs in the reports */
+    free_traces(r->traces, r->ntraces);
+    r->ntraces = 0;
+    return st;
+  }
   src->pipeline = r->traces;
   DL_TRY(dlc_evaluate_checks(s, r->traces, r->ntraces, "", "", r->checks));
+  r->nchecks = s->nchecks;
   if (src->get == train_traces) DL_TRY(locate_failures(s, src->o, r->traces, r->checks));
   if (!s->nruns) return no_reference(s, r);
-  DL_TRY(compare_golden(s, golden, r));
-  if (src->get == train_traces) DL_TRY(locate_golden(s, src->o, r));
+  /* A golden that cannot be read is an error on its line; the variants are
+   * still assessed, and the error returned at the end. */
+  dl_status golden_st = compare_golden(s, golden, r);
+  if (golden_st && !r->golden_present) return golden_st;
+  if (!golden_st && src->get == train_traces) DL_TRY(locate_golden(s, src->o, r));
   for (int i = 0; pitfalls && i < s->nvariants; i++) {
     DL_TRY(assess_variant(src, i, &r->pitfalls[i]));
     r->npitfalls++;
   }
-  return DL_OK;
+  return golden_st ? dl_fail(golden_st, "%s", r->golden.evidence) : DL_OK;
 }
 
 /* Keeps scenario.yaml and the golden beside the traces, for reload. */
@@ -449,10 +498,31 @@ static dl_status keep_inputs(const dlc_scenario *s, const char *dir, const char 
   return copy_file(golden, to);
 }
 
-dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
-                               dlc_scenario_result *r) {
+/* A scenario with a run on a device this machine lacks is skipped: every
+ * report shows its golden line as SKIP with the reason. */
+static bool skipped_here(const dlc_scenario *s, const dlc_exec_options *o,
+                         dlc_scenario_result *r) {
+  if (!devices_missing(s, o, r->skipped, sizeof r->skipped)) {
+    r->skipped[0] = '\0';
+    return false;
+  }
+  r->ntraces = r->nchecks = 0;
+  dlc_verdict_init(&r->golden, "golden", "", "");
+  r->golden.kind = DLC_ERROR;
+  snprintf(r->golden.evidence, sizeof r->golden.evidence, "scenario not run: %s", r->skipped);
+  return true;
+}
+
+static bool exists(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0;
+}
+
+static dl_status execute(const dlc_scenario *s, const dlc_exec_options *o,
+                         dlc_scenario_result *r) {
   double t0 = now_seconds();
   char golden[2 * DLC_PATH_MAX], dir[2 * DLC_PATH_MAX];
+  DL_TRY(result_alloc(s, o->backend, r));
   DL_TRY(golden_path(s, o, golden, sizeof golden));
   trace_source src = {.get = train_traces, .s = s, .o = o};
   if (o->trace_dir) {
@@ -460,38 +530,54 @@ dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
     src.dir = dir;
     if (writes_files(o)) DL_TRY(keep_inputs(s, dir, golden));
   }
-  DL_TRY(result_alloc(s, o->backend, r));
-  if (devices_missing(s, o, r->skipped, sizeof r->skipped)) {
-    r->ntraces = r->nchecks = 0;
-    /* Every report shows the golden line as SKIP with this evidence. */
-    dlc_verdict_init(&r->golden, "golden", "", "");
-    r->golden.kind = DLC_ERROR;
-    snprintf(r->golden.evidence, sizeof r->golden.evidence, "scenario not run: %s",
-             r->skipped);
+  if (skipped_here(s, o, r)) {
     r->seconds = now_seconds() - t0;
     return DL_OK;
   }
-  DL_TRY(assess(&src, golden, o->pitfalls, r));
+  dl_status st = assess(&src, golden, o->pitfalls, r);
   r->seconds = now_seconds() - t0;
-  return DL_OK;
+  return st;
 }
 
-dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
-                              dlc_scenario_result *r) {
+/* A scenario that stops with an error keeps what it finished and says so
+ * (dlc_result_set_error): no report counts it as passed. */
+static dl_status stopped(const dlc_scenario *s, dlc_scenario_result *r, dl_status st) {
+  if (st) dlc_result_set_error(r, s->name, dl_last_error());
+  return st;
+}
+
+dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
+                               dlc_scenario_result *r) {
+  memset(r, 0, sizeof *r);
+  return stopped(s, r, execute(s, o, r));
+}
+
+static dl_status reload(const dlc_scenario *s, const char *trace_dir, dlc_scenario_result *r) {
   char dir[2 * DLC_PATH_MAX], golden[3 * DLC_PATH_MAX], probe[3 * DLC_PATH_MAX];
   DL_TRY(dlc_path(dir, sizeof dir, "%s/%s", trace_dir, s->name));
   DL_TRY(dlc_path(golden, sizeof golden, "%s/golden.h5", dir));
   trace_source src = {.get = read_traces, .s = s, .dir = dir};
   DL_TRY(result_alloc(s, "cpu", r));
+  /* A scenario the run skipped (no traces; a device missing here too) is
+   * skipped again. */
+  if (s->nruns) {
+    DL_TRY(trace_file(&src, -1, s->runs[0].name, probe, sizeof probe));
+    dlc_exec_options here = {.backend = "cpu"};
+    if (!exists(probe) && skipped_here(s, &here, r)) return DL_OK;
+  }
   /* Variants are reassessed when the run saved them. */
   bool pitfalls = false;
   if (s->nvariants) {
     DL_TRY(trace_file(&src, 0, s->runs[0].name, probe, sizeof probe));
-    FILE *f = fopen(probe, "rb");
-    pitfalls = f != NULL;
-    if (f) fclose(f);
+    pitfalls = exists(probe);
   }
   return assess(&src, golden, pitfalls, r);
+}
+
+dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
+                              dlc_scenario_result *r) {
+  memset(r, 0, sizeof *r);
+  return stopped(s, r, reload(s, trace_dir, r));
 }
 
 /* The golden's metadata for trace t of the reference run: bitwise on the

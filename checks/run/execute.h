@@ -27,7 +27,10 @@ typedef struct dlc_exec_options {
 } dlc_exec_options;
 
 /* out is filled even when checks fail; an error return means the scenario
- * could not run at all (bad data, I/O), with a message. */
+ * could not run to its end (bad data, I/O), with a message: out then holds
+ * what it finished and an ERROR verdict saying what failed
+ * (dlc_result_set_error), so that no report counts it as passed. Free out
+ * with dlc_result_free either way. */
 dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
                                dlc_scenario_result *out);
 
@@ -36,6 +39,13 @@ dl_status dlc_scenario_execute(const dlc_scenario *s, const dlc_exec_options *o,
  * the checks are evaluated again, nothing is trained. */
 dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
                               dlc_scenario_result *out);
+
+/* Marks r as failed: an ERROR verdict "error" with message after its
+ * checks (a golden that could not be read has its error on the golden
+ * line instead), and a golden line that says it was not compared. r is a
+ * result a failed execute or reload filled, or a zeroed one (a scenario
+ * that could not even be loaded: scenario names it). */
+void dlc_result_set_error(dlc_scenario_result *r, const char *scenario, const char *message);
 
 /* Runs the scenario's runs and writes the reference run's trace as
  * GOLDEN_DIR/<scenario>/<backend>.h5, atomically. */
