@@ -331,17 +331,8 @@ static const yu_field eval_fields[] = {
     {RF("repeats", YU_INT, eval.repeats), .range = YU_INTS(1, 100)},
 };
 
-#define BUG(name) {RF(#name, YU_BOOL, bug.name)}
-static const yu_field bug_fields[] = {
-    BUG(no_zero_grad),         BUG(loss_not_divided),    BUG(zero_grad_in_micro_loop),
-    BUG(token_mean_per_micro), BUG(clip_before_unscale), BUG(no_distributed_sampler),
-    BUG(no_set_epoch),         BUG(grad_sum_not_mean),   BUG(unsynced_buffers),
-    BUG(metric_rank0_only),    BUG(rank_keyed_noise),    BUG(eval_consumes_train_rng),
-    BUG(bn_frozen_wrongly),    BUG(unordered_reduction), BUG(thread_keyed_rng),
-    BUG(dead_relu),
-};
-_Static_assert(COUNT(bug_fields) * sizeof(bool) == sizeof(dlc_bugs),
-               "every field of dlc_bugs has a key");
+#define BUG_FIELD(name, id, doc) {RF(#name, YU_BOOL, bug.name)},
+static const yu_field bug_fields[] = {DLC_BUGS(BUG_FIELD)};
 
 #define RUN_SETTINGS                                                                     \
   {RF("seed", YU_U64, seed)},                                                            \
