@@ -149,12 +149,171 @@ static dl_status syntax_error(const yu_doc *d, struct fy_diag *diag) {
                  d->file);
 }
 
+/* ---- control characters ------------------------------------------------ */
+
+/* The first character of t[0..len) that must not reach a report, a
+ * terminal or a file name: C0 controls (but those in `allow`), DEL, C1
+ * controls (U+0080..U+009F) and the invisible characters that reorder or
+ * break a line as a terminal or a browser shows it (U+061C, U+200E,
+ * U+200F, U+2028..U+202E, U+2066..U+2069). Its byte offset, or -1; *cp
+ * gets its code point. Invalid UTF-8 never gets here: libfyaml refuses it. */
+static long find_control(const char *t, size_t len, const char *allow, unsigned *cp) {
+  const unsigned char *u = (const unsigned char *)t;
+  for (size_t i = 0; i < len; i++) {
+    unsigned c = u[i];
+    if (c < 0x20 || c == 0x7f) {
+      if (c != 0 && allow && strchr(allow, (int)c)) continue;
+      *cp = c;
+      return (long)i;
+    }
+    if (i + 1 < len && c == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) {
+      *cp = u[i + 1];
+      return (long)i;
+    }
+    if (i + 1 < len && c == 0xd8 && u[i + 1] == 0x9c) {
+      *cp = 0x061c;
+      return (long)i;
+    }
+    if (i + 2 < len && c == 0xe2) {
+      unsigned c2 = u[i + 1], c3 = u[i + 2];
+      unsigned code = ((c & 0x0fu) << 12) | ((c2 & 0x3fu) << 6) | (c3 & 0x3fu);
+      if ((c2 & 0xc0) == 0x80 && (c3 & 0xc0) == 0x80 &&
+          (code == 0x200e || code == 0x200f || (code >= 0x2028 && code <= 0x202e) ||
+           (code >= 0x2066 && code <= 0x2069))) {
+        *cp = code;
+        return (long)i;
+      }
+    }
+  }
+  return -1;
+}
+
+/* ---- checks of the whole document -------------------------------------- */
+
+/* Run once after parsing, over every node, so that nothing the schema reads
+ * later (or skips) escapes them: tags are refused, and duplicate keys, which
+ * libfyaml is told not to look for (its check compares each new key with
+ * every earlier one: quadratic in the keys of a mapping), are found here
+ * with a hash table, linear in the size of the file. */
+
+enum { WALK_MAX_DEPTH = 256 };
+
+static bool is_alias(struct fy_node *n);
+
+typedef struct key_slot {
+  const char *text; /* NULL: empty slot */
+  size_t len;
+  int line;
+} key_slot;
+
+static uint64_t hash_text(const char *t, size_t len) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)t[i]) * 1099511628211ull;
+  return h;
+}
+
+/* A tag as written (!!python/object:os.system), for the message: the
+ * source bytes at the tag token, up to a space, at most 60 of them, with
+ * anything unprintable replaced by '?'. */
+static void tag_as_written(const yu_doc *d, struct fy_token *tag, char *buf, size_t size) {
+  const struct fy_mark *m = fy_token_start_mark(tag);
+  size_t n = 0;
+  if (m && (size_t)m->input_pos < d->len) {
+    const unsigned char *p = (const unsigned char *)d->bytes + m->input_pos;
+    const unsigned char *end = (const unsigned char *)d->bytes + d->len;
+    while (p < end && n + 1 < size && n < 60 && *p > ' ' && *p != 0x7f) {
+      buf[n++] = *p < 0x80 ? (char)*p : '?';
+      p++;
+    }
+  }
+  if (n == 0 && size > 1) buf[n++] = '!';
+  buf[n] = '\0';
+}
+
+static dl_status walk(const yu_doc *d, struct fy_node *n, const char *path, yu_pos at, int depth);
+
+static dl_status refuse_tag(const yu_doc *d, struct fy_node *n, const char *path, yu_pos at) {
+  struct fy_token *tag = fy_node_get_tag_token(n);
+  if (!tag) return DL_OK;
+  const struct fy_mark *m = fy_token_start_mark(tag);
+  if (m) at = (yu_pos){m->line + 1, m->column + 1};
+  char written[64];
+  tag_as_written(d, tag, written, sizeof written);
+  return dl_fail(DL_ERR_FORMAT, "%s:%d:%d: %s%sYAML tags (%s) are not supported; a scenario "
+                                "holds plain values, never typed objects",
+                 d->file, at.line, at.col, path, path[0] ? ": " : "", written);
+}
+
+static dl_status walk_mapping(const yu_doc *d, struct fy_node *n, const char *path, yu_pos at,
+                              int depth) {
+  int count = fy_node_mapping_item_count(n);
+  size_t cap = 16;
+  while (count > 0 && cap < (size_t)count * 2) cap *= 2;
+  key_slot *slots = calloc(cap, sizeof *slots);
+  if (!slots) return dl_fail(DL_ERR_NOMEM, "%s: out of memory checking keys", d->file);
+  dl_status s = DL_OK;
+  void *it = NULL;
+  struct fy_node_pair *pair;
+  while (s == DL_OK && (pair = fy_node_mapping_iterate(n, &it)) != NULL) {
+    struct fy_node *k = fy_node_pair_key(pair), *v = fy_node_pair_value(pair);
+    yu_pos key_at = pos_or(k, at);
+    char sub[YU_PATH_MAX];
+    snprintf(sub, sizeof sub, "%s", path);
+    size_t len = 0;
+    const char *t = k && fy_node_is_scalar(k) && !is_alias(k) ? fy_node_get_scalar(k, &len) : NULL;
+    unsigned cp;
+    if (t && len > 0 && len < YU_KEY_MAX && find_control(t, len, NULL, &cp) < 0) {
+      char key[YU_KEY_MAX];
+      memcpy(key, t, len);
+      key[len] = '\0';
+      join_path(sub, path, ".", key);
+      /* Duplicates: keys compare by their text ('a' and a are one key). */
+      size_t i = (size_t)hash_text(t, len) & (cap - 1);
+      while (slots[i].text && !(slots[i].len == len && !memcmp(slots[i].text, t, len)))
+        i = (i + 1) & (cap - 1);
+      if (slots[i].text) {
+        s = dl_fail(DL_ERR_FORMAT, "%s:%d:%d: %s: duplicate key '%s' (first at line %d); each key "
+                                   "may appear once in a mapping",
+                    d->file, key_at.line, key_at.col, sub, key, slots[i].line);
+        break;
+      }
+      slots[i] = (key_slot){t, len, key_at.line};
+    }
+    /* Other keys (not plain, too long, with control characters) are
+     * refused, with their reason, when the schema reads the mapping; their
+     * tags are refused here. */
+    if (k) s = walk(d, k, sub, key_at, depth + 1);
+    if (s == DL_OK && v) s = walk(d, v, sub, pos_or(v, key_at), depth + 1);
+  }
+  free(slots);
+  return s;
+}
+
+static dl_status walk(const yu_doc *d, struct fy_node *n, const char *path, yu_pos at, int depth) {
+  if (depth > WALK_MAX_DEPTH)
+    return dl_fail(DL_ERR_FORMAT, "%s:%d:%d: %s%svalues nest deeper than %d levels", d->file,
+                   at.line, at.col, path, path[0] ? ": " : "", WALK_MAX_DEPTH);
+  DL_TRY(refuse_tag(d, n, path, at));
+  if (fy_node_is_mapping(n)) return walk_mapping(d, n, path, at, depth);
+  if (!fy_node_is_sequence(n)) return DL_OK;
+  void *it = NULL;
+  struct fy_node *item;
+  for (int i = 0; (item = fy_node_sequence_iterate(n, &it)) != NULL; i++) {
+    char index[24], sub[YU_PATH_MAX];
+    snprintf(index, sizeof index, "[%d]", i);
+    join_path(sub, path, "", index);
+    DL_TRY(walk(d, item, sub, pos_or(item, at), depth + 1));
+  }
+  return DL_OK;
+}
+
 /* Parses the bytes into the first document; a second document in the
- * stream is refused, so that no part of the file is silently ignored. */
+ * stream is refused, so that no part of the file is silently ignored.
+ * Duplicate keys are looked for by walk(), not by libfyaml (see there). */
 static dl_status parse(yu_doc *d, struct fy_diag *diag) {
   struct fy_parse_cfg pc;
   memset(&pc, 0, sizeof pc);
-  pc.flags = FYPCF_QUIET;
+  pc.flags = FYPCF_QUIET | FYPCF_ALLOW_DUPLICATE_KEYS;
   pc.diag = diag;
   d->parser = fy_parser_create(&pc);
   if (!d->parser || fy_parser_set_string(d->parser, d->bytes, d->len) != 0)
@@ -169,7 +328,9 @@ static dl_status parse(yu_doc *d, struct fy_diag *diag) {
                                   "holds exactly one",
                    d->file, at.line, at.col);
   }
-  return fy_diag_got_error(diag) ? syntax_error(d, diag) : DL_OK;
+  if (fy_diag_got_error(diag)) return syntax_error(d, diag);
+  struct fy_node *root = fy_document_root(d->doc);
+  return root ? walk(d, root, "", pos_or(root, (yu_pos){1, 1}), 0) : DL_OK;
 }
 
 dl_status yu_doc_load(yu_doc *d, const char *file, size_t max_bytes) {
@@ -255,8 +416,12 @@ dl_status yu_expect_mapping(const yu_val *v) {
   return yu_fail(v, DL_ERR_FORMAT, "expected a mapping (key: value, ...), got %s", kind_of(v));
 }
 
-/* A scalar's text, NUL-terminated in buf; `what` names the expected type. */
-static dl_status scalar_text(const yu_val *v, const char *what, char *buf, size_t size) {
+/* A scalar's text, NUL-terminated in buf; `what` names the expected type.
+ * `plain`: numbers and true/false, which a quoted or block scalar is not
+ * ('5' is a string, as YAML and PyYAML read it). Text with a control
+ * character is refused before any message quotes it. */
+static dl_status scalar_text(const yu_val *v, const char *what, bool plain, char *buf,
+                             size_t size) {
   DL_TRY(refuse_alias(v));
   if (yu_is_null(v) || !fy_node_is_scalar(v->node))
     return yu_fail(v, DL_ERR_FORMAT, "expected %s, got %s", what, kind_of(v));
@@ -265,6 +430,23 @@ static dl_status scalar_text(const yu_val *v, const char *what, char *buf, size_
   if (!t) t = "";
   if (memchr(t, '\0', len))
     return yu_fail(v, DL_ERR_FORMAT, "expected %s, got text with a NUL character", what);
+  unsigned cp;
+  long bad = find_control(t, len, NULL, &cp);
+  enum fy_node_style st = fy_node_get_style(v->node);
+  if (plain && st != FYNS_PLAIN) {
+    bool block = st == FYNS_LITERAL || st == FYNS_FOLDED;
+    if (block || bad >= 0)
+      return yu_fail(v, DL_ERR_FORMAT, "expected %s, got %s; write it without quotes", what,
+                     block ? "a text block (| or >)" : "a quoted string");
+    if (len >= size)
+      return yu_fail(v, DL_ERR_FORMAT, "expected %s, got the quoted string '%.40s...'; write it "
+                     "without quotes", what, t);
+    return yu_fail(v, DL_ERR_FORMAT, "expected %s, got the quoted string '%.*s'; write it "
+                   "without quotes", what, (int)len, t);
+  }
+  if (bad >= 0)
+    return yu_fail(v, DL_ERR_FORMAT, "expected %s, got text with a control character (U+%04X)",
+                   what, cp);
   if (len >= size)
     return yu_fail(v, DL_ERR_FORMAT, "expected %s, got '%.40s...' (%zu characters)", what, t, len);
   memcpy(buf, t, len);
@@ -276,7 +458,7 @@ static dl_status scalar_text(const yu_val *v, const char *what, char *buf, size_
 
 dl_status yu_bool(const yu_val *v, bool *out) {
   char t[64];
-  DL_TRY(scalar_text(v, "true or false", t, sizeof t));
+  DL_TRY(scalar_text(v, "true or false", true, t, sizeof t));
   if (!strcmp(t, "true") || !strcmp(t, "True") || !strcmp(t, "TRUE")) {
     *out = true;
   } else if (!strcmp(t, "false") || !strcmp(t, "False") || !strcmp(t, "FALSE")) {
@@ -311,7 +493,7 @@ static dl_status check_range(const yu_val *v, yu_range r, double x, const char *
 
 dl_status yu_i64(const yu_val *v, yu_range r, int64_t *out) {
   char t[64];
-  DL_TRY(scalar_text(v, "an integer", t, sizeof t));
+  DL_TRY(scalar_text(v, "an integer", true, t, sizeof t));
   char *end;
   errno = 0;
   long long x = strtoll(t, &end, 10);
@@ -326,7 +508,7 @@ dl_status yu_i64(const yu_val *v, yu_range r, int64_t *out) {
 
 dl_status yu_u64(const yu_val *v, uint64_t *out) {
   char t[64];
-  DL_TRY(scalar_text(v, "a non-negative integer", t, sizeof t));
+  DL_TRY(scalar_text(v, "a non-negative integer", true, t, sizeof t));
   char *end;
   errno = 0;
   unsigned long long x = strtoull(t, &end, 10);
@@ -341,7 +523,7 @@ dl_status yu_u64(const yu_val *v, uint64_t *out) {
 
 dl_status yu_f64(const yu_val *v, yu_range r, double *out) {
   char t[64];
-  DL_TRY(scalar_text(v, "a number", t, sizeof t));
+  DL_TRY(scalar_text(v, "a number", true, t, sizeof t));
   char *end;
   double x = strtod(t, &end);
   if (end == t || *end != '\0' || t[0] == ' ')
@@ -352,7 +534,9 @@ dl_status yu_f64(const yu_val *v, yu_range r, double *out) {
   return DL_OK;
 }
 
-dl_status yu_str(const yu_val *v, char *buf, size_t size, bool allow_empty) {
+/* yu_str, allowing the control characters in `allow` (NULL: none). */
+static dl_status copy_str(const yu_val *v, char *buf, size_t size, bool allow_empty,
+                          const char *allow) {
   DL_TRY(refuse_alias(v));
   if (v->node && fy_node_is_scalar(v->node) && fy_node_get_style(v->node) != FYNS_PLAIN) {
     /* quoted: "" is an empty string, not a missing value */
@@ -367,13 +551,23 @@ dl_status yu_str(const yu_val *v, char *buf, size_t size, bool allow_empty) {
   if (len >= size)
     return yu_fail(v, DL_ERR_INVALID, "too long: %zu characters, at most %zu", len, size - 1);
   if (len == 0 && !allow_empty) return yu_fail(v, DL_ERR_INVALID, "must not be empty");
+  unsigned cp;
+  long bad = find_control(t, len, allow, &cp);
+  if (bad >= 0)
+    return yu_fail(v, DL_ERR_FORMAT, "holds a control character (U+%04X) at character %ld; "
+                   "names and text end up in reports and file names", cp, bad + 1);
   memcpy(buf, t, len);
   buf[len] = '\0';
   return DL_OK;
 }
 
+dl_status yu_str(const yu_val *v, char *buf, size_t size, bool allow_empty) {
+  return copy_str(v, buf, size, allow_empty, NULL);
+}
+
+/* Text may hold line breaks and tabs, nothing else below a space. */
 dl_status yu_text(const yu_val *v, char *buf, size_t size) {
-  DL_TRY(yu_str(v, buf, size, false));
+  DL_TRY(copy_str(v, buf, size, false, "\n\t"));
   size_t n = strlen(buf);
   while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n' || buf[n - 1] == '\t' ||
                    buf[n - 1] == '\r'))
@@ -395,7 +589,7 @@ dl_status yu_choice(const yu_val *v, const char *const *names, int *out) {
   char t[64];
   char known[512];
   list_names(known, sizeof known, names, -1);
-  DL_TRY(scalar_text(v, "a name", t, sizeof t));
+  DL_TRY(scalar_text(v, "a name", false, t, sizeof t));
   for (int i = 0; names[i]; i++) {
     if (!strcmp(t, names[i])) {
       *out = i;
@@ -424,6 +618,10 @@ dl_status yu_map_next(const yu_val *map, void **iter, yu_val *item, bool *got) {
   const char *t = fy_node_get_scalar(k, &len);
   if (!t || len == 0 || memchr(t, '\0', len))
     return yu_fail_key(item, DL_ERR_FORMAT, "keys must be plain names");
+  unsigned cp;
+  if (find_control(t, len, NULL, &cp) >= 0)
+    return yu_fail_key(item, DL_ERR_FORMAT, "keys must be plain names; this one holds a control "
+                       "character (U+%04X)", cp);
   if (len >= sizeof item->key)
     return yu_fail_key(item, DL_ERR_INVALID, "key '%.40s...' is too long (%zu characters, at "
                                              "most %zu)",
