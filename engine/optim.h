@@ -30,6 +30,9 @@ dl_status dl_optim_kind_parse(const char *name, dl_optim_kind *out);
 
 typedef struct dl_optim_desc {
   dl_optim_kind kind;
+  double lr;           /* the base learning rate (torch.optim's lr=), where a
+                          schedule starts (dl_schedule.lr); the optimizer
+                          never reads it: dl_optim_step takes each step's */
   double weight_decay; /* SGD, Adam: L2 added to the gradient; AdamW:
                           p *= 1 - lr * weight_decay before the update */
   /* SGD */
@@ -39,7 +42,7 @@ typedef struct dl_optim_desc {
   double beta1, beta2, eps;
 } dl_optim_desc;
 
-/* torch.optim's defaults for `kind`: SGD momentum 0, dampening 0, weight
+/* torch.optim's defaults for `kind` (lr 0: the caller's): SGD momentum 0, dampening 0, weight
  * decay 0, no Nesterov; Adam betas (0.9, 0.999), eps 1e-8, weight decay 0;
  * AdamW the same with weight decay 1e-2. */
 dl_optim_desc dl_optim_default(dl_optim_kind kind);

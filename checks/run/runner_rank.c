@@ -67,34 +67,7 @@ dl_status dlc_rank_build_model(dlc_rank *r, bool changed_architecture) {
     p->in_optimizer = !has_prefix(p->name, c->not_in_optimizer, c->nnot_in_optimizer);
   }
   dlc_rank_train_modes(r);
-  dl_optim_desc od = dl_optim_default(c->optim.kind == DLC_OPT_SGD    ? DL_OPTIM_SGD
-                                      : c->optim.kind == DLC_OPT_ADAM ? DL_OPTIM_ADAM
-                                                                      : DL_OPTIM_ADAMW);
-  od.weight_decay = c->optim.weight_decay;
-  od.momentum = c->optim.momentum;
-  od.dampening = c->optim.dampening;
-  od.nesterov = c->optim.nesterov;
-  od.beta1 = c->optim.beta1;
-  od.beta2 = c->optim.beta2;
-  od.eps = c->optim.eps;
-  return dl_optim_create(&r->optim, &od, r->params, r->nparams);
-}
-
-static dl_status make_schedule(dlc_rank *r) {
-  const dlc_schedule_config *s = &r->cfg->schedule;
-  r->sched = dl_schedule_constant(r->cfg->optim.lr);
-  r->sched.kind = s->kind == DLC_SCHED_STEP     ? DL_SCHEDULE_STEP
-                  : s->kind == DLC_SCHED_COSINE ? DL_SCHEDULE_COSINE
-                                                : DL_SCHEDULE_CONSTANT;
-  if (s->kind == DLC_SCHED_STEP) {
-    r->sched.step_size = s->step_size;
-    r->sched.gamma = s->gamma;
-  } else if (s->kind == DLC_SCHED_COSINE) {
-    r->sched.warmup_steps = s->warmup_steps;
-    r->sched.total_steps = s->total_steps ? s->total_steps : r->cfg->steps;
-    r->sched.min_lr = s->min_lr;
-  }
-  return DL_OK;
+  return dl_optim_create(&r->optim, &c->optim, r->params, r->nparams);
 }
 
 static void make_sampler(dlc_rank *r) {
@@ -121,12 +94,9 @@ dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank) {
   dl_comm_set_arrival_order(r->comm, r->cfg->bug.unordered_reduction);
   r->last_order_epoch = -2;
   const dlc_precision_config *pc = &r->cfg->precision;
-  dl_scaler_init(&r->scaler,
-                 pc->scaler == DLC_SCALER_DYNAMIC  ? DL_SCALER_DYNAMIC
-                 : pc->scaler == DLC_SCALER_STATIC ? DL_SCALER_STATIC
-                                                   : DL_SCALER_OFF,
-                 pc->init_scale, pc->growth_factor, pc->backoff_factor, pc->growth_interval);
-  DL_TRY(make_schedule(r));
+  dl_scaler_init(&r->scaler, pc->scaler, pc->init_scale, pc->growth_factor,
+                 pc->backoff_factor, pc->growth_interval);
+  r->sched = dlc_run_schedule(r->cfg);
   dlc_device device = dlc_run_device(r->cfg, sh->opt->device);
   /* A CPU calibration repeat also sums the allreduce in another order (set
    * on every run: an external handle outlives it). */

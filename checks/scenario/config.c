@@ -19,8 +19,9 @@ static void data_default(dlc_data_config *d) {
   d->batch = 1; /* DataLoader(batch_size=1, shuffle=False, drop_last=False) */
 }
 
-static void optim_default(dlc_optim_config *o) {
-  o->kind = DLC_OPT_SGD;
+/* float32 literals, widened: the bits scenario files have always given. */
+static void optim_default(dl_optim_desc *o) {
+  o->kind = DL_OPTIM_SGD;
   o->lr = 0.01f;
   o->beta1 = 0.9f;
   o->beta2 = 0.999f;
@@ -29,7 +30,7 @@ static void optim_default(dlc_optim_config *o) {
 
 static void precision_default(dlc_precision_config *p) {
   p->autocast = DL_F32;
-  p->scaler = DLC_SCALER_NONE;
+  p->scaler = DL_SCALER_OFF;
   p->init_scale = 65536.0f; /* GradScaler: 2^16, x2 every 2000 good steps, x0.5 on inf */
   p->growth_factor = 2.0f;
   p->backoff_factor = 0.5f;
@@ -40,7 +41,7 @@ void dlc_run_config_default(dlc_run_config *c) {
   memset(c, 0, sizeof *c);
   data_default(&c->data);
   optim_default(&c->optim);
-  c->schedule.kind = DLC_SCHED_CONSTANT;
+  c->schedule.kind = DL_SCHEDULE_CONSTANT;
   c->schedule.gamma = 0.1f; /* StepLR */
   precision_default(&c->precision);
   c->parallel.world = 1;
@@ -58,4 +59,11 @@ void dlc_run_config_default(dlc_run_config *c) {
   c->eval.eval_mode = true;
   c->eval.no_grad = true;
   c->eval.repeats = 2;
+}
+
+dl_schedule dlc_run_schedule(const dlc_run_config *c) {
+  dl_schedule s = c->schedule;
+  s.lr = c->optim.lr;
+  if (s.kind == DL_SCHEDULE_COSINE && s.total_steps == 0) s.total_steps = c->steps;
+  return s;
 }

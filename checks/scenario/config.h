@@ -7,8 +7,11 @@
 #ifndef DLC_CONFIG_H
 #define DLC_CONFIG_H
 
+#include "amp.h"
 #include "layer.h"
 #include "loss.h"
+#include "optim.h"
+#include "schedule.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,29 +37,29 @@ typedef struct dlc_data_config {
   int workers;              /* loader threads; 0 = in the training thread */
 } dlc_data_config;
 
-typedef enum { DLC_OPT_SGD, DLC_OPT_ADAM, DLC_OPT_ADAMW } dlc_optim_kind;
-typedef struct dlc_optim_config {
-  dlc_optim_kind kind;
-  float lr, momentum, dampening, weight_decay, beta1, beta2, eps;
-  bool nesterov;
-} dlc_optim_config;
-
-typedef enum { DLC_SCHED_CONSTANT, DLC_SCHED_STEP, DLC_SCHED_COSINE } dlc_sched_kind;
-typedef struct dlc_schedule_config {
-  dlc_sched_kind kind;
-  int64_t step_size, warmup_steps, total_steps;
-  float gamma, min_lr;
-} dlc_schedule_config;
-
-typedef enum { DLC_SCALER_NONE, DLC_SCALER_DYNAMIC, DLC_SCALER_STATIC } dlc_scaler_kind;
+/* The optimizer, schedule and loss scaler are the engine's own descriptions
+ * (engine/optim.h, schedule.h, amp.h), as the runner hands them over. Their
+ * real-valued settings are float32 values widened to double, as scenario
+ * files have always been read (goldens depend on those bits).
+ *
+ * optim.lr is optimizer.lr in the file: the base learning rate. The runner
+ * starts the schedule from it; schedule.lr is not read. */
 typedef struct dlc_precision_config {
   dl_dtype autocast;        /* DL_F32 (off), DL_F16, DL_BF16 */
-  dlc_scaler_kind scaler;
+  dl_scaler_mode scaler;    /* off, dynamic (GradScaler) or static */
   float init_scale;         /* 65536 (GradScaler) or the static scale */
   float growth_factor, backoff_factor;
   int growth_interval;      /* 2000 */
   int loss_half;            /* A4: loss/softmax in half: 0, 1 (f16), 2 (bf16) */
 } dlc_precision_config;
+
+/* The names tests/test_scenario.c still uses; the engine's are the real ones. */
+#define DLC_OPT_SGD DL_OPTIM_SGD
+#define DLC_OPT_ADAMW DL_OPTIM_ADAMW
+#define DLC_SCHED_CONSTANT DL_SCHEDULE_CONSTANT
+#define DLC_SCHED_COSINE DL_SCHEDULE_COSINE
+#define DLC_SCALER_NONE DL_SCALER_OFF
+#define DLC_SCALER_DYNAMIC DL_SCALER_DYNAMIC
 
 typedef struct dlc_parallel_config {
   int world;                /* data-parallel ranks; 1 = single process */
@@ -145,8 +148,8 @@ typedef struct dlc_run_config {
   int nlayers;
   char init_weights[DLC_PATH_MAX]; /* HDF5 state dict to start from ("" none) */
   dlc_data_config data;
-  dlc_optim_config optim;
-  dlc_schedule_config schedule;
+  dl_optim_desc optim;      /* with optim.lr, the base learning rate */
+  dl_schedule schedule;     /* schedule.lr unused: optim.lr is the base */
   float clip_max_norm;      /* 0 = no clipping */
   float loss_weight;        /* the loss is multiplied by it (an auxiliary loss's
                                weight, say); 1 by default */
@@ -169,5 +172,9 @@ typedef struct dlc_run_config {
 /* PyTorch's defaults: SGD lr 0.01, Adam betas (0.9, 0.999) eps 1e-8,
  * GradScaler 2^16 / 2.0 / 0.5 / 2000, world 1, threads 1, K 1. */
 void dlc_run_config_default(dlc_run_config *c);
+
+/* The schedule a run trains with: c->schedule started from c->optim.lr; a
+ * cosine schedule without total_steps decays over all c->steps. */
+dl_schedule dlc_run_schedule(const dlc_run_config *c);
 
 #endif

@@ -21,6 +21,7 @@
 #include "trace/trace.h"
 #include "scenario/yaml_util.h"
 
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stddef.h>
@@ -35,9 +36,15 @@ enum { SCENARIO_MAX_BYTES = 1 << 20, MAX_BODY_DEPTH = 8, MAX_PITFALLS = DLC_MAX_
 
 /* Choices are stored as the index of the name: these orders are the enums'. */
 _Static_assert(DL_F32 == 0 && DL_F16 == 1 && DL_BF16 == 2, "autocast names follow dl_dtype");
+_Static_assert(DL_OPTIM_SGD == 0 && DL_OPTIM_ADAM == 1 && DL_OPTIM_ADAMW == 2,
+               "optimizer names follow dl_optim_kind");
+_Static_assert(DL_SCHEDULE_CONSTANT == 0 && DL_SCHEDULE_STEP == 1 && DL_SCHEDULE_COSINE == 2,
+               "schedule names follow dl_schedule_kind");
+_Static_assert(DL_SCALER_OFF == 0 && DL_SCALER_DYNAMIC == 1 && DL_SCALER_STATIC == 2,
+               "scaler names follow dl_scaler_mode");
 _Static_assert(sizeof(dl_dtype) == sizeof(int) && sizeof(dlc_data_source) == sizeof(int) &&
-                   sizeof(dlc_optim_kind) == sizeof(int) && sizeof(dlc_sched_kind) == sizeof(int) &&
-                   sizeof(dlc_scaler_kind) == sizeof(int),
+                   sizeof(dl_optim_kind) == sizeof(int) && sizeof(dl_schedule_kind) == sizeof(int) &&
+                   sizeof(dl_scaler_mode) == sizeof(int),
                "choices are written as int");
 
 typedef struct body_block {
@@ -189,18 +196,20 @@ static dl_status parse_not_in_optimizer(void *ctx, const yu_val *v, const yu_fie
   return read_patterns(v, c->not_in_optimizer, &c->nnot_in_optimizer);
 }
 
+/* Each beta is stored as soon as it is read: GCC 12's SLP vectorizer
+ * drops the float32 rounding of two adjacent (double)(float) stores. */
 static dl_status parse_betas(void *ctx, const yu_val *v, const yu_field *f, void *base) {
   dlc_run_config *c = base;
   (void)ctx, (void)f;
   int count;
   DL_TRY(yu_seq_count(v, 2, 2, &count));
-  double b[2];
+  double *betas[2] = {&c->optim.beta1, &c->optim.beta2};
   for (int i = 0; i < 2; i++) {
     yu_val item = yu_seq_at(v, i);
-    DL_TRY(yu_f64(&item, (yu_range)YU_UNIT_OPEN, &b[i]));
+    double b;
+    DL_TRY(yu_f64(&item, (yu_range)YU_UNIT_OPEN, &b));
+    *betas[i] = (float)b; /* float32 values, as every real setting */
   }
-  c->optim.beta1 = (float)b[0];
-  c->optim.beta2 = (float)b[1];
   return DL_OK;
 }
 
@@ -236,24 +245,37 @@ static const yu_field data_fields[] = {
     {RF("augment", YU_BOOL, data.augment)},
 };
 
+/* A real setting of an engine description (a double) read as float32 and
+ * widened, as scenario files have always been read: goldens hold those
+ * bits. Range and messages are YU_F32's. */
+static dl_status parse_f32_wide(void *ctx, const yu_val *v, const yu_field *f, void *base) {
+  (void)ctx;
+  double x;
+  DL_TRY(yu_f64(v, f->range, &x));
+  if (fabs(x) > FLT_MAX) return yu_fail(v, DL_ERR_INVALID, "%g is too large for a float32", x);
+  *(double *)((char *)base + f->offset) = (float)x;
+  return DL_OK;
+}
+#define RF32(k, member) RF(k, YU_CUSTOM, member), .parse = parse_f32_wide
+
 static const yu_field optim_fields[] = {
     {RF("type", YU_CHOICE, optim.kind), .choices = optim_names},
-    {RF("lr", YU_F32, optim.lr), .range = YU_GT0},
-    {RF("momentum", YU_F32, optim.momentum), .range = YU_GE0},
-    {RF("dampening", YU_F32, optim.dampening), .range = YU_UNIT},
-    {RF("weight_decay", YU_F32, optim.weight_decay), .range = YU_GE0},
+    {RF32("lr", optim.lr), .range = YU_GT0},
+    {RF32("momentum", optim.momentum), .range = YU_GE0},
+    {RF32("dampening", optim.dampening), .range = YU_UNIT},
+    {RF32("weight_decay", optim.weight_decay), .range = YU_GE0},
     {RF("nesterov", YU_BOOL, optim.nesterov)},
     {.key = "betas", .type = YU_CUSTOM, .parse = parse_betas},
-    {RF("eps", YU_F32, optim.eps), .range = YU_GE0},
+    {RF32("eps", optim.eps), .range = YU_GE0},
 };
 
 static const yu_field schedule_fields[] = {
     {RF("type", YU_CHOICE, schedule.kind), .choices = sched_names},
     {RF("step_size", YU_I64, schedule.step_size), .range = YU_GE1},
-    {RF("gamma", YU_F32, schedule.gamma), .range = YU_GT0},
+    {RF32("gamma", schedule.gamma), .range = YU_GT0},
     {RF("warmup_steps", YU_I64, schedule.warmup_steps), .range = YU_GE0},
     {RF("total_steps", YU_I64, schedule.total_steps), .range = YU_GE0},
-    {RF("min_lr", YU_F32, schedule.min_lr), .range = YU_GE0},
+    {RF32("min_lr", schedule.min_lr), .range = YU_GE0},
 };
 
 /* max_norm 0 turns clipping off, so that an override can remove it. */
@@ -370,17 +392,17 @@ static const yu_field override_fields[] = {RUN_SETTINGS};
  * between settings; `where` and `who` ("" or "run 'x': ") locate the run
  * for messages. */
 static dl_status finish_run(dlc_run_config *c, const yu_val *where, const char *who) {
-  dlc_optim_config *o = &c->optim;
-  if (isnan(o->lr)) o->lr = o->kind == DLC_OPT_SGD ? 0.01f : 1e-3f;
-  if (isnan(o->weight_decay)) o->weight_decay = o->kind == DLC_OPT_ADAMW ? 0.01f : 0.0f;
-  if (o->kind == DLC_OPT_SGD && o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+  dl_optim_desc *o = &c->optim;
+  if (isnan(o->lr)) o->lr = o->kind == DL_OPTIM_SGD ? 0.01f : 1e-3f;
+  if (isnan(o->weight_decay)) o->weight_decay = o->kind == DL_OPTIM_ADAMW ? 0.01f : 0.0f;
+  if (o->kind == DL_OPTIM_SGD && o->nesterov && (o->momentum <= 0 || o->dampening != 0))
     return yu_fail(where, DL_ERR_INVALID, "%snesterov needs momentum > 0 and dampening 0 "
                                           "(as torch.optim.SGD)", who);
-  dlc_schedule_config *sc = &c->schedule;
-  if (sc->kind == DLC_SCHED_STEP && sc->step_size == 0)
+  dl_schedule *sc = &c->schedule;
+  if (sc->kind == DL_SCHEDULE_STEP && sc->step_size == 0)
     return yu_fail(where, DL_ERR_INVALID, "%sschedule type step needs step_size", who);
-  if (sc->kind == DLC_SCHED_COSINE && sc->total_steps == 0) sc->total_steps = c->steps;
-  if (sc->kind == DLC_SCHED_COSINE && sc->warmup_steps > sc->total_steps)
+  if (sc->kind == DL_SCHEDULE_COSINE && sc->total_steps == 0) sc->total_steps = c->steps;
+  if (sc->kind == DL_SCHEDULE_COSINE && sc->warmup_steps > sc->total_steps)
     return yu_fail(where, DL_ERR_INVALID, "%sschedule.warmup_steps %lld exceeds total_steps %lld",
                    who, (long long)sc->warmup_steps, (long long)sc->total_steps);
   const dlc_data_config *d = &c->data;
