@@ -354,6 +354,8 @@ int cmd_run(int argc, char **argv, bool record) {
                         .trace_dir = a.out ? traces : NULL};
   if (!strcmp(a.comm, "mpi")) code = start_mpi(&a, &o);
   bool rank0 = !o.comm || dl_comm_rank(o.comm) == 0;
+  /* An earlier run's reports go first: a run that fails before writing
+   * its own leaves none that claims success. */
   if (code < 0 && a.out && !record && rank0 && dlc_report_remove_all(a.out)) {
     fprintf(stderr, "dlcheck: --out %s: %s\n", a.out, dl_last_error());
     code = EXIT_USAGE;

@@ -1,5 +1,7 @@
 #include "data.h"
 
+#include "atomic_file.h"
+
 #include "h5.h"
 #include "mem.h"
 #include "philox.h"
@@ -428,10 +430,10 @@ dl_status dl_dataset_load_h5(dl_dataset *ds, const char *path, const char *group
   if (!path || !group)
     return dl_fail(DL_ERR_INVALID, "load dataset: path and group are required");
   memset(ds, 0, sizeof *ds);
-  /* Missing, unreadable or a directory: an I/O error, not a format one. */
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return dl_fail(DL_ERR_IO, "%s: cannot open dataset file: %s", path, strerror(errno));
+  /* Missing, unreadable, a directory or a FIFO (which would block HDF5's
+   * open): an I/O error, not a format one. */
+  FILE *f;
+  DL_TRY(dl_fopen_regular(path, "dataset file", &f));
   unsigned char byte;
   bool unreadable = fread(&byte, 1, 1, f) == 0 && ferror(f);
   int err = errno;

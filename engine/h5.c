@@ -51,3 +51,21 @@ H5_index_t dl_h5_link_order(hid_t g) {
   }
   return (flags & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
 }
+
+dl_status dl_h5_close(hid_t *file, const char *name, dl_status s) {
+  if (*file < 0) return s;
+  dl_h5_quiet q = dl_h5_quiet_begin();
+  if (H5Fclose(*file) < 0) {
+    char why[160];
+    dl_h5_reason(why);
+    if (s == DL_OK)
+      s = dl_fail(DL_ERR_IO, "cannot finish writing %s (%s): disk full or file too large?",
+                  name, why);
+    /* A failed close leaves the id open; release every reference now. */
+    for (int i = 0; i < 64 && H5Iis_valid(*file) > 0; i++)
+      if (H5Idec_ref(*file) < 0) break;
+  }
+  dl_h5_quiet_end(q);
+  *file = H5I_INVALID_HID;
+  return s;
+}

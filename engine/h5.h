@@ -4,6 +4,8 @@
 #ifndef DL_H5_H
 #define DL_H5_H
 
+#include "status.h"
+
 #include <hdf5.h>
 
 /* HDF5 prints its error stack to stderr by default; we report errors
@@ -26,6 +28,14 @@ const char *dl_h5_reason(char buf[160]);
  * H5F_CLOSE_STRONG, and file locking off where the HDF5 version allows it,
  * as locks fail on NFS and Lustre, where training output often lives. */
 hid_t dl_h5_file_access(void);
+
+/* Closes the HDF5 file *file (nothing if negative) and sets it to
+ * H5I_INVALID_HID; `name` names it in the message. When HDF5 cannot close
+ * it (flushing failed: disk full, file too large), its id is released all
+ * the same, so that HDF5's exit handler does not try again (it crashed
+ * doing so). Returns s when s is a failure already (its message kept),
+ * else DL_ERR_IO if closing failed, else DL_OK. */
+dl_status dl_h5_close(hid_t *file, const char *name, dl_status s);
 
 /* The order to list group g's links in: creation order where the group
  * indexes it (ours do), else name order (files written without it). */

@@ -101,38 +101,6 @@ static const char *sep(const char *group) { return strcmp(group, "/") == 0 ? "" 
 
 /* ---- atomic files -------------------------------------------------------- */
 
-static void atomic_reset(dl_h5_atomic *a) {
-  free(a->path);
-  free(a->tmp);
-  a->path = a->tmp = NULL;
-  a->file = H5I_INVALID_HID;
-  a->fd = -1;
-}
-
-/* A name beside `path` that no other writer uses; created with O_EXCL and
- * the usual 0666 & ~umask permissions (mkstemp's 0600 would leak into the
- * final file). */
-static dl_status open_temp(dl_h5_atomic *a) {
-  static atomic_uint counter;
-  size_t len = strlen(a->path) + 48;
-  a->tmp = malloc(len);
-  if (!a->tmp) return dl_fail(DL_ERR_NOMEM, "%s: out of memory for a file name", a->path);
-  for (int tries = 0; tries < 100; tries++) {
-    snprintf(a->tmp, len, "%s.tmp.%ld.%u", a->path, (long)getpid(),
-             atomic_fetch_add(&counter, 1));
-    a->fd = open(a->tmp, O_RDWR | O_CREAT | O_EXCL, 0666);
-    if (a->fd >= 0) return DL_OK;
-    if (errno != EEXIST) break;
-  }
-  dl_status s = dl_fail(DL_ERR_IO,
-                        "cannot create a temporary file beside %s (%s): check that "
-                        "the directory exists and is writable",
-                        a->path, strerror(errno));
-  free(a->tmp);
-  a->tmp = NULL;
-  return s;
-}
-
 /* Track creation order (keys read back in state-dict order) and store no
  * timestamps (same tensors, same bytes). */
 static hid_t group_create_plist(hid_t cls) {
@@ -144,23 +112,18 @@ static hid_t group_create_plist(hid_t cls) {
 }
 
 dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path) {
-  memset(a, 0, sizeof *a);
-  atomic_reset(a);
+  a->file = H5I_INVALID_HID;
+  a->out = (dl_atomic_file){.fd = -1};
   if (!path || !*path) return dl_fail(DL_ERR_INVALID, "state dict: empty file name");
-  a->path = strdup(path);
-  if (!a->path) return dl_fail(DL_ERR_NOMEM, "%s: out of memory for a file name", path);
-  dl_status s = open_temp(a);
-  if (s != DL_OK) {
-    atomic_reset(a);
-    return s;
-  }
+  DL_TRY(dl_atomic_open(&a->out, path));
+  dl_status s = DL_OK;
   dl_h5_quiet q = dl_h5_quiet_begin();
   hid_t fcpl = group_create_plist(H5P_FILE_CREATE);
   hid_t fapl = dl_h5_file_access();
-  a->file = H5Fcreate(a->tmp, H5F_ACC_TRUNC, fcpl, fapl);
+  a->file = H5Fcreate(a->out.tmp, H5F_ACC_TRUNC, fcpl, fapl);
   char why[160];
   if (a->file < 0)
-    s = dl_fail(DL_ERR_IO, "cannot create HDF5 file %s (%s)", a->tmp, dl_h5_reason(why));
+    s = dl_fail(DL_ERR_IO, "cannot create HDF5 file %s (%s)", a->out.tmp, dl_h5_reason(why));
   H5Pclose(fcpl);
   H5Pclose(fapl);
   dl_h5_quiet_end(q);
@@ -168,68 +131,26 @@ dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path) {
   return s;
 }
 
-static void fsync_directory_of(const char *path) {
-  char *dir = strdup(path);
-  if (!dir) return;
-  char *slash = strrchr(dir, '/');
-  const char *name = ".";
-  if (slash == dir) name = "/";
-  else if (slash) *slash = '\0', name = dir;
-  int fd = open(name, O_RDONLY);
-  /* Best effort: some filesystems refuse fsync on directories. */
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
-  free(dir);
-}
-
 dl_status dl_h5_atomic_commit(dl_h5_atomic *a) {
-  dl_status s = DL_OK;
-  dl_h5_quiet q = dl_h5_quiet_begin();
-  if (a->file >= 0 && H5Fclose(a->file) < 0) {
-    char why[160];
-    s = dl_fail(DL_ERR_IO, "cannot finish writing %s (%s)", a->tmp, dl_h5_reason(why));
-  }
-  dl_h5_quiet_end(q);
-  a->file = H5I_INVALID_HID;
-  if (s == DL_OK && fsync(a->fd) != 0)
-    s = dl_fail(DL_ERR_IO, "cannot flush %s to disk (%s)", a->tmp, strerror(errno));
-  if (a->fd >= 0 && close(a->fd) != 0 && s == DL_OK)
-    s = dl_fail(DL_ERR_IO, "cannot close %s (%s)", a->tmp, strerror(errno));
-  a->fd = -1;
-  if (s == DL_OK && rename(a->tmp, a->path) != 0)
-    s = dl_fail(DL_ERR_IO, "cannot rename %s to %s (%s)", a->tmp, a->path,
-                strerror(errno));
+  dl_status s = dl_h5_close(&a->file, a->out.tmp, DL_OK);
   if (s != DL_OK) {
-    unlink(a->tmp);
-  } else {
-    fsync_directory_of(a->path);
+    dl_atomic_abort(&a->out);
+    return s;
   }
-  atomic_reset(a);
-  return s;
+  return dl_atomic_commit(&a->out);
 }
 
 void dl_h5_atomic_abort(dl_h5_atomic *a) {
   if (!a) return;
-  dl_h5_quiet q = dl_h5_quiet_begin();
-  if (a->file >= 0) H5Fclose(a->file);
-  dl_h5_quiet_end(q);
-  if (a->fd >= 0) close(a->fd);
-  if (a->tmp) unlink(a->tmp);
-  atomic_reset(a);
+  dl_h5_close(&a->file, a->out.tmp, DL_ERR_IO); /* a failure to close changes nothing */
+  dl_atomic_abort(&a->out);
 }
 
 dl_status dl_h5_open_read(const char *path, hid_t *file) {
   *file = H5I_INVALID_HID;
   if (!path || !*path) return dl_fail(DL_ERR_INVALID, "state dict: empty file name");
-  int fd = open(path, O_RDONLY);
-  if (fd < 0)
-    return dl_fail(DL_ERR_IO, "cannot open %s (%s)", path, strerror(errno));
-  struct stat st;
-  bool is_dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
-  close(fd);
-  if (is_dir) return dl_fail(DL_ERR_IO, "cannot read %s: it is a directory", path);
+  /* A FIFO would block HDF5's open; a folder is no file either. */
+  DL_TRY(dl_check_regular(path, NULL));
   dl_h5_quiet q = dl_h5_quiet_begin();
   hid_t fapl = dl_h5_file_access();
   *file = H5Fopen(path, H5F_ACC_RDONLY, fapl);

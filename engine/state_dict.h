@@ -22,6 +22,7 @@
 #ifndef DL_STATE_DICT_H
 #define DL_STATE_DICT_H
 
+#include "atomic_file.h"
 #include "model.h"
 #include "tensor.h"
 
@@ -105,12 +106,12 @@ const char *dl_load_report_describe(const dl_load_report *r, char *buf, size_t l
 
 /* ---- building blocks for files holding several groups (checkpoints) -- */
 
-/* A new HDF5 file under a temporary name beside `path`; commit renames it
- * over `path`, abort deletes it. */
+/* A new HDF5 file under a temporary name beside `path` (atomic_file.h:
+ * never through a link, a `path` that is not a regular file refused);
+ * commit renames it over `path`, abort deletes it. */
 typedef struct dl_h5_atomic {
   hid_t file;
-  char *path, *tmp;
-  int fd;
+  dl_atomic_file out; /* out.tmp is the file HDF5 writes, out.fd open on it */
 } dl_h5_atomic;
 
 dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path);

@@ -345,7 +345,7 @@ static void broken_files_say_what_and_where(void **state) {
   free_sample(&s);
 
   assert_int_equal(dl_state_read(tmpdir, "m", &sd), DL_ERR_IO);
-  assert_non_null(strstr(dl_last_error(), "is a directory"));
+  assert_non_null(strstr(dl_last_error(), "Is a directory"));
   assert_int_equal(dl_state_read("", "m", &sd), DL_ERR_INVALID);
 }
 

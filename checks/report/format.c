@@ -57,34 +57,26 @@ void dlc_utf8_put(FILE *f, uint32_t cp) {
 dl_status dlc_report_file_open(dlc_report_file *rf, const char *path, const char *what,
                                const dlc_scenario_result *results, int n) {
   memset(rf, 0, sizeof *rf);
+  rf->out.fd = -1;
   if (!path || !path[0]) return dl_fail(DL_ERR_INVALID, "%s: no output path given", what);
   if (n < 0 || (n > 0 && !results))
     return dl_fail(DL_ERR_INVALID, "%s %s: %d results at %p; pass n >= 0 results", what, path,
                    n, (const void *)results);
-  if (strlen(path) >= sizeof rf->path)
+  if (strlen(path) >= DLC_PATH_MAX)
     return dl_fail(DL_ERR_INVALID, "%s: path %.60s... is longer than %d bytes", what, path,
                    DLC_PATH_MAX - 1);
-  strcpy(rf->path, path);
-  snprintf(rf->tmp, sizeof rf->tmp, "%s.tmp-XXXXXX", path);
-  int fd = mkstemp(rf->tmp);
-  if (fd < 0)
-    return dl_fail(DL_ERR_IO, "%s: cannot create %s: %s (does its folder exist and is it "
-                              "writable?)", what, rf->tmp, strerror(errno));
-  /* mkstemp makes the file private; a report is for everyone who can read the folder */
-  fchmod(fd, 0644);
-  rf->f = fdopen(fd, "w");
-  if (!rf->f) {
-    int e = errno;
-    close(fd);
-    unlink(rf->tmp);
-    return dl_fail(DL_ERR_IO, "%s: cannot open %s: %s", what, rf->tmp, strerror(e));
-  }
-  return DL_OK;
+  dl_status s = dl_atomic_open(&rf->out, path);
+  /* a report is for everyone who can read the folder, whatever the umask */
+  if (s == DL_OK) fchmod(rf->out.fd, 0644);
+  if (s == DL_OK) s = dl_atomic_fdopen(&rf->out, &rf->f);
+  if (s == DL_OK) return DL_OK;
+  dl_atomic_abort(&rf->out);
+  return dl_fail_context(s, "%s: ", what);
 }
 
 dl_status dlc_report_file_close(dlc_report_file *rf, dl_status s) {
   if (!rf->f) return s;
-  bool write_error = fflush(rf->f) != 0 || ferror(rf->f) || fsync(fileno(rf->f)) != 0;
+  bool write_error = fflush(rf->f) != 0 || ferror(rf->f);
   int e = errno;
   if (fclose(rf->f) != 0 && !write_error) {
     write_error = true;
@@ -92,10 +84,9 @@ dl_status dlc_report_file_close(dlc_report_file *rf, dl_status s) {
   }
   rf->f = NULL;
   if (s == DL_OK && write_error)
-    s = dl_fail(DL_ERR_IO, "writing %s failed: %s (disk full?)", rf->path, strerror(e));
-  if (s == DL_OK && rename(rf->tmp, rf->path) != 0)
-    s = dl_fail(DL_ERR_IO, "cannot rename %s to %s: %s", rf->tmp, rf->path, strerror(errno));
-  if (s != DL_OK) unlink(rf->tmp);
+    s = dl_fail(DL_ERR_IO, "writing %s failed: %s (disk full?)", rf->out.path, strerror(e));
+  if (s == DL_OK) return dl_atomic_commit(&rf->out);
+  dl_atomic_abort(&rf->out);
   return s;
 }
 

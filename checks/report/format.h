@@ -4,6 +4,7 @@
 #ifndef DLC_REPORT_FORMAT_H
 #define DLC_REPORT_FORMAT_H
 
+#include "atomic_file.h"
 #include "judge/result.h"
 
 #include <stdbool.h>
@@ -12,11 +13,12 @@
 
 /* ---- for the report writers (checks/report_*.c) ------------------------ */
 
-/* A report file being written: FILE on tmp, renamed to path on success. */
+/* A report file being written: FILE on a temporary (atomic_file.h: never
+ * through a link; a path that is not a regular file is refused), renamed
+ * to path on success. */
 typedef struct dlc_report_file {
   FILE *f;
-  char path[DLC_PATH_MAX];
-  char tmp[DLC_PATH_MAX + 16];
+  dl_atomic_file out;
 } dlc_report_file;
 
 /* Checks the arguments every writer takes, then opens a temporary file

@@ -11,12 +11,20 @@
 #include "run/runner.h"
 #include "store/trace_io.h"
 
+#include "atomic_file.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+static bool exists(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0;
+}
 
 /* The device of runs that name none: --backend. */
 static dlc_device exec_device(const dlc_exec_options *o) {
@@ -230,22 +238,25 @@ static dl_status compare_golden(const dlc_scenario *s, const char *path,
   return DL_OK;
 }
 
+/* A copy of a regular file, written atomically (never through a link at
+ * `to`). */
 static dl_status copy_file(const char *from, const char *to) {
-  FILE *in = fopen(from, "rb");
-  if (!in) return dl_fail(DL_ERR_IO, "%s: cannot open: %s", from, strerror(errno));
-  FILE *out = fopen(to, "wb");
-  if (!out) {
-    fclose(in);
-    return dl_fail(DL_ERR_IO, "%s: cannot create: %s", to, strerror(errno));
-  }
+  FILE *in, *out = NULL;
+  DL_TRY(dl_fopen_regular(from, NULL, &in));
+  dl_atomic_file f;
+  dl_status st = dl_atomic_open(&f, to);
+  if (!st) st = dl_atomic_fdopen(&f, &out);
   char buf[65536];
   size_t n;
   bool ok = true;
-  while ((n = fread(buf, 1, sizeof buf, in)) > 0) ok &= fwrite(buf, 1, n, out) == n;
+  while (!st && (n = fread(buf, 1, sizeof buf, in)) > 0) ok &= fwrite(buf, 1, n, out) == n;
   ok &= !ferror(in);
   fclose(in);
-  ok &= fclose(out) == 0;
-  return ok ? DL_OK : dl_fail(DL_ERR_IO, "copying %s to %s failed", from, to);
+  if (out) ok &= fclose(out) == 0;
+  if (!st && !ok) st = dl_fail(DL_ERR_IO, "copying %s to %s failed: %s", from, to, strerror(errno));
+  if (!st) return dl_atomic_commit(&f);
+  dl_atomic_abort(&f);
+  return st;
 }
 
 /* Where the traces of the pipeline (variant -1) or of a variant come from:
@@ -262,6 +273,22 @@ static dl_status trace_file(const trace_source *src, int variant, const char *ru
                             size_t len) {
   return dlc_path(buf, len, "%s/%s/%s.h5", src->dir,
                   variant < 0 ? "pipeline" : src->s->variants[variant].name, run);
+}
+
+/* mkdir -p of path's folder below the folder that holds TRACE_DIR (the
+ * --out folder), never through a link (path.h). */
+static dl_status make_trace_dirs(const dlc_exec_options *o, const char *path) {
+  char base[2 * DLC_PATH_MAX];
+  DL_TRY(dlc_path(base, sizeof base, "%s", o->trace_dir));
+  char *slash = strrchr(base, '/');
+  if (slash && slash != base) *slash = '\0';
+  else snprintf(base, sizeof base, "%s", slash ? "/" : ".");
+  if (!slash) {
+    char rel[3 * DLC_PATH_MAX];
+    DL_TRY(dlc_path(rel, sizeof rel, "./%s", path));
+    return dlc_make_dirs_below(".", rel);
+  }
+  return dlc_make_dirs_below(base, path);
 }
 
 static bool writes_files(const dlc_exec_options *o) {
@@ -294,7 +321,7 @@ static dl_status save_traces(trace_source *src, int variant, const dlc_trace *t)
     bool recorded = runs[i].trace[0] != '\0';
     st = trace_file(src, variant, t[i].run, path, sizeof path);
     if (!st && recorded) st = recorded_env(&runs[i], src->o->root, &m[1]);
-    if (!st) st = dlc_make_parent_dirs(path);
+    if (!st) st = make_trace_dirs(src->o, path);
     if (!st) st = dlc_trace_save(path, &t[i], &m[recorded]);
   }
   free(m);
@@ -485,17 +512,19 @@ static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
 }
 
 /* Keeps scenario.yaml and the golden beside the traces, for reload. */
-static dl_status keep_inputs(const dlc_scenario *s, const char *dir, const char *golden) {
+static dl_status keep_inputs(const dlc_scenario *s, const dlc_exec_options *o,
+                             const char *dir, const char *golden) {
   char from[2 * DLC_PATH_MAX], to[2 * DLC_PATH_MAX];
   DL_TRY(dlc_path(from, sizeof from, "%s/scenario.yaml", s->dir));
   DL_TRY(dlc_path(to, sizeof to, "%s/scenario.yaml", dir));
-  DL_TRY(dlc_make_parent_dirs(to));
+  DL_TRY(make_trace_dirs(o, to));
   DL_TRY(copy_file(from, to));
   DL_TRY(dlc_path(to, sizeof to, "%s/golden.h5", dir));
-  FILE *g = fopen(golden, "rb");
-  if (!g) return DL_OK; /* no golden: reload says so too */
-  fclose(g);
-  return copy_file(golden, to);
+  if (exists(golden)) return copy_file(golden, to);
+  /* no golden: reload says so too, not an earlier run's copy */
+  if (unlink(to) != 0 && errno != ENOENT)
+    return dl_fail(DL_ERR_IO, "cannot remove the earlier run's %s: %s", to, strerror(errno));
+  return DL_OK;
 }
 
 /* A scenario with a run on a device this machine lacks is skipped: every
@@ -513,11 +542,6 @@ static bool skipped_here(const dlc_scenario *s, const dlc_exec_options *o,
   return true;
 }
 
-static bool exists(const char *path) {
-  struct stat sb;
-  return stat(path, &sb) == 0;
-}
-
 static dl_status execute(const dlc_scenario *s, const dlc_exec_options *o,
                          dlc_scenario_result *r) {
   double t0 = now_seconds();
@@ -528,7 +552,7 @@ static dl_status execute(const dlc_scenario *s, const dlc_exec_options *o,
   if (o->trace_dir) {
     DL_TRY(dlc_path(dir, sizeof dir, "%s/%s", o->trace_dir, s->name));
     src.dir = dir;
-    if (writes_files(o)) DL_TRY(keep_inputs(s, dir, golden));
+    if (writes_files(o)) DL_TRY(keep_inputs(s, o, dir, golden));
   }
   if (skipped_here(s, o, r)) {
     r->seconds = now_seconds() - t0;

@@ -1,6 +1,8 @@
 /* Typed, located access to a libfyaml document. See yaml_util.h. */
 #include "scenario/yaml_util.h"
 
+#include "atomic_file.h" /* dl_fopen_regular: the scenario file is opened only if regular */
+
 #include <errno.h>
 #include <float.h>
 #include <inttypes.h>
@@ -87,8 +89,8 @@ static void join_path(char *dst, const char *base, const char *sep, const char *
 /* ---- loading ----------------------------------------------------------- */
 
 static dl_status read_all(yu_doc *d, size_t max_bytes) {
-  FILE *f = fopen(d->file, "rb");
-  if (!f) return dl_fail(DL_ERR_IO, "%s: cannot open: %s", d->file, strerror(errno));
+  FILE *f; /* a regular file only: a FIFO would block (atomic_file.h) */
+  DL_TRY(dl_fopen_regular(d->file, NULL, &f));
   char *buf = malloc(max_bytes + 2);
   if (!buf) {
     fclose(f);

@@ -2,6 +2,7 @@
 
 #include "store/h5util.h"
 
+#include "atomic_file.h"
 #include "h5.h"
 #include "mem.h"
 
@@ -545,13 +546,9 @@ static dl_status check_header(int fd, const char *path, const char *magic) {
 }
 
 dl_status dlc_h5_check_seal(const char *path, const char *magic) {
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return dl_fail(DL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  struct stat st;
-  dl_status s = DL_OK;
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode))
-    s = dl_fail(DL_ERR_IO, "%s: cannot open: it is a directory", path);
-  if (s == DL_OK) s = check_header(fd, path, magic);
+  int fd;
+  DL_TRY(dl_open_regular(path, NULL, &fd)); /* a FIFO or folder is refused, not read */
+  dl_status s = check_header(fd, path, magic);
   close(fd);
   return s;
 }

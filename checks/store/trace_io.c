@@ -441,38 +441,32 @@ static dl_status write_all(hid_t file, const char *path, const dlc_trace *t,
 
 static const char magic[] = "dlcheck trace 1\n";
 
-/* The engine's atomic writer makes the temporary file; it is created again
- * over the same temporary with the user block that holds the seal
- * (h5util.h), in the 1.8 format whose superblock and object headers carry
- * HDF5's own checksums too. */
-static dl_status recreate_with_userblock(dl_h5_atomic *a, const char *path) {
-  H5Fclose(a->file);
+/* The temporary (atomic_file.h) is created again by HDF5 with the user
+ * block that holds the seal (h5util.h), in the 1.8 format whose superblock
+ * and object headers carry HDF5's own checksums too. */
+static dl_status create_with_userblock(const dl_atomic_file *out, const char *path,
+                                       hid_t *file) {
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = dl_h5_file_access();
-  a->file = H5I_INVALID_HID;
+  *file = H5I_INVALID_HID;
   if (fcpl >= 0 && fapl >= 0 && H5Pset_userblock(fcpl, DLC_H5_USERBLOCK) >= 0 &&
       H5Pset_obj_track_times(fcpl, 0) >= 0 && /* the root group's times */
       H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0)
-    a->file = H5Fcreate(a->tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    *file = H5Fcreate(out->tmp, H5F_ACC_TRUNC, fcpl, fapl);
   /* The reason first: closing the property lists clears HDF5's error stack. */
   char why[160];
-  if (a->file < 0) dl_h5_reason(why);
+  if (*file < 0) dl_h5_reason(why);
   if (fcpl >= 0) H5Pclose(fcpl);
   if (fapl >= 0) H5Pclose(fapl);
-  if (a->file >= 0) return DL_OK;
-  return dl_fail(DL_ERR_IO, "%s: cannot create the temporary HDF5 file %s (%s)", path, a->tmp,
-                 why);
+  if (*file >= 0) return DL_OK;
+  return dl_fail(DL_ERR_IO, "%s: cannot create the temporary HDF5 file %s (%s)", path,
+                 out->tmp, why);
 }
 
 /* HDF5 is done with the temporary: close it, then seal its bytes. */
-static dl_status close_and_seal(dl_h5_atomic *a, const char *path) {
-  herr_t rc = H5Fclose(a->file);
-  a->file = H5I_INVALID_HID;
-  if (rc < 0) {
-    char why[160];
-    return dl_fail(DL_ERR_IO, "%s: cannot finish writing %s (%s)", path, a->tmp,
-                   dl_h5_reason(why));
-  }
-  return dlc_h5_seal(a->fd, a->tmp, magic);
+static dl_status close_and_seal(hid_t *file, const dl_atomic_file *out, const char *path) {
+  dl_status s = dl_h5_close(file, out->tmp, DL_OK);
+  if (s != DL_OK) return dl_fail_context(s, "%s: ", path);
+  return dlc_h5_seal(out->fd, out->tmp, magic);
 }
 
 /* Crash tests (tests/cli): DLCHECK_FAILPOINT=before_rename kills the
@@ -500,19 +494,21 @@ static dl_status save(const char *path, const dlc_trace *t, const dlc_golden_met
                       const dlc_envelope *env) {
   DL_TRY(check_trace(path, t, meta));
   if (env) DL_TRY(check_envelope(path, env, meta));
-  dl_h5_atomic a;
-  DL_TRY(dl_h5_atomic_create(&a, path));
+  dl_atomic_file out;
+  DL_TRY(dl_atomic_open(&out, path));
+  hid_t file;
   dl_h5_quiet q = dl_h5_quiet_begin();
-  dl_status s = recreate_with_userblock(&a, path);
-  if (s == DL_OK) s = write_all(a.file, path, t, meta, env);
-  if (s == DL_OK) s = close_and_seal(&a, path);
+  dl_status s = create_with_userblock(&out, path, &file);
+  if (s == DL_OK) s = write_all(file, path, t, meta, env);
+  if (s == DL_OK) s = close_and_seal(&file, &out, path);
+  s = dl_h5_close(&file, out.tmp, s); /* after a failure: every id released */
   dl_h5_quiet_end(q);
   if (s != DL_OK) {
-    dl_h5_atomic_abort(&a);
+    dl_atomic_abort(&out);
     return s;
   }
   failpoint("before_rename");
-  return dl_h5_atomic_commit(&a);
+  return dl_atomic_commit(&out);
 }
 
 dl_status dlc_trace_save(const char *path, const dlc_trace *t, const dlc_golden_meta *meta) {
