@@ -84,11 +84,11 @@ static dl_status train(dlc_rank *r) {
   DL_TRY(dlc_record_initial(r));
   int64_t steps = r->sh->opt->stop_after > 0 && r->sh->opt->stop_after < c->steps
                       ? r->sh->opt->stop_after : c->steps;
-  while (r->step < steps) {
+  while (r->train.step < steps) {
     DL_TRY(dlc_train_step(r));
-    if (c->checkpoint.at_step == r->step && r->step < steps)
+    if (c->checkpoint.at_step == r->train.step && r->train.step < steps)
       DL_TRY(dlc_checkpoint_roundtrip(r));
-    if (c->eval.every > 0 && r->step % c->eval.every == 0 && r->step < steps)
+    if (c->eval.every > 0 && r->train.step % c->eval.every == 0 && r->train.step < steps)
       DL_TRY(dlc_evaluate(r, false));
   }
   DL_TRY(dlc_evaluate(r, true));
@@ -105,6 +105,7 @@ static void *rank_main(void *arg) {
   dlc_rank r;
   dl_status s = dlc_rank_setup(&r, job->sh, job->rank);
   if (!s) s = train(&r);
+  if (job->rank == 0) job->sh->epoch0_done = r.data.epoch0_done;
   if (s) {
     snprintf(job->error, sizeof job->error, "rank %d: %s", job->rank, dl_last_error());
     dl_comm_abort(job->sh->comms[job->rank]);

@@ -28,7 +28,7 @@ static dl_status save_model(dlc_rank *r, const char *path) {
   const dlc_checkpoint_config *c = &r->cfg->checkpoint;
   dl_named_tensor *items;
   int n;
-  DL_TRY(dl_model_state_items(r->model, &items, &n));
+  DL_TRY(dl_model_state_items(r->net.model, &items, &n));
   char (*names)[DLC_NAME_MAX] = malloc((size_t)(n ? n : 1) * sizeof *names);
   if (!names) {
     free(items);
@@ -50,13 +50,13 @@ static dl_status save_model(dlc_rank *r, const char *path) {
 }
 
 static dl_status optim_items(dlc_rank *r, dl_named_tensor **items, int *n) {
-  *n = dl_optim_num_state(r->optim);
+  *n = dl_optim_num_state(r->net.optim);
   *items = malloc((size_t)(*n ? *n : 1) * sizeof **items);
   if (!*items) return dl_fail(DL_ERR_NOMEM, "out of memory for optimizer state");
   for (int i = 0; i < *n; i++) {
     const char *name;
     dl_tensor *t;
-    dl_status s = dl_optim_state(r->optim, i, &name, &t);
+    dl_status s = dl_optim_state(r->net.optim, i, &name, &t);
     if (s) {
       free(*items);
       return s;
@@ -106,16 +106,16 @@ static dl_status save_state(dlc_rank *r, const ckpt_paths *paths, progress_state
   const dlc_checkpoint_config *c = &r->cfg->checkpoint;
   DL_TRY(save_model(r, paths->model));
   if (c->optimizer) DL_TRY(save_or_load_optimizer(r, paths->optim, true));
-  *dl_f32(&p->scale) = r->scaler.scale;
-  *i64(&p->tracker) = r->scaler.growth_tracker;
+  *dl_f32(&p->scale) = r->train.scaler.scale;
+  *i64(&p->tracker) = r->train.scaler.growth_tracker;
   if (c->scaler) {
     dl_named_tensor s[] = {{"scale", &p->scale}, {"growth_tracker", &p->tracker}};
     DL_TRY(dl_state_save(paths->scaler, "scaler", s, 2));
   }
-  *i64(&p->step) = r->step;
-  *i64(&p->epoch) = r->epoch;
-  *i64(&p->pos) = r->pos;
-  *i64(&p->rng_offset) = (int64_t)r->rng_offset;
+  *i64(&p->step) = r->train.step;
+  *i64(&p->epoch) = r->data.epoch;
+  *i64(&p->pos) = r->data.pos;
+  *i64(&p->rng_offset) = (int64_t)r->data.rng_offset;
   dl_named_tensor items[] = {{"step", &p->step}, {"epoch", &p->epoch},
                              {"position", &p->pos}, {"rng_offset", &p->rng_offset}};
   return dl_state_save(paths->progress, "progress", items, c->rng ? 4 : 1);
@@ -142,15 +142,11 @@ static dl_status record_load(dlc_rank *r, dl_status load, const dl_load_report *
 
 static dl_status restore_state(dlc_rank *r, const ckpt_paths *paths, progress_state *p) {
   const dlc_checkpoint_config *c = &r->cfg->checkpoint;
-  dl_optim_destroy(r->optim);
-  dl_model_destroy(r->model);
-  r->optim = NULL;
-  r->model = NULL;
-  DL_TRY(dlc_rank_build_model(r, c->change_architecture));
+  DL_TRY(dlc_rank_rebuild_model(r, c->change_architecture));
   dl_load_report rep = {0};
   /* A failed load is evidence, not the end: training goes on from the
    * fresh weights, as a pipeline that catches the exception would. */
-  dl_status load = dl_model_load_state(r->model, paths->model, "model", c->strict, &rep);
+  dl_status load = dl_model_load_state(r->net.model, paths->model, "model", c->strict, &rep);
   if (load != DL_OK && load != DL_ERR_INVALID) {
     dl_load_report_free(&rep);
     return load;
@@ -170,22 +166,22 @@ static dl_status restore_state(dlc_rank *r, const ckpt_paths *paths, progress_st
     }
   }
   const dlc_precision_config *pc = &r->cfg->precision;
-  dl_scaler_init(&r->scaler, r->scaler.mode, pc->init_scale, pc->growth_factor,
+  dl_scaler_init(&r->train.scaler, r->train.scaler.mode, pc->init_scale, pc->growth_factor,
                  pc->backoff_factor, pc->growth_interval);
   if (c->scaler) {
     dl_named_tensor sc[] = {{"scale", &p->scale}, {"growth_tracker", &p->tracker}};
     DL_TRY(dl_state_load(paths->scaler, "scaler", sc, 2, true, NULL));
-    r->scaler.scale = *dl_f32(&p->scale);
-    r->scaler.growth_tracker = (int)*i64(&p->tracker);
+    r->train.scaler.scale = *dl_f32(&p->scale);
+    r->train.scaler.growth_tracker = (int)*i64(&p->tracker);
   }
   dl_named_tensor items[] = {{"step", &p->step}, {"epoch", &p->epoch},
                              {"position", &p->pos}, {"rng_offset", &p->rng_offset}};
   DL_TRY(dl_state_load(paths->progress, "progress", items, c->rng ? 4 : 1, true, NULL));
-  r->step = *i64(&p->step);
-  r->epoch = c->rng ? *i64(&p->epoch) : 0; /* C3: the data order restarts */
-  r->pos = c->rng ? *i64(&p->pos) : 0;
-  r->rng_offset = c->rng ? (uint64_t)*i64(&p->rng_offset) : 0;
-  dlc_rank_reset_data(r);
+  r->train.step = *i64(&p->step);
+  if (c->rng) /* C3 leaves it out: the data order restarts */
+    dlc_cursor_seek(&r->data, *i64(&p->epoch), *i64(&p->pos), (uint64_t)*i64(&p->rng_offset));
+  else
+    dlc_cursor_seek(&r->data, 0, 0, 0);
   return DL_OK;
 }
 
@@ -201,5 +197,5 @@ dl_status dlc_checkpoint_roundtrip(dlc_rank *r) {
   remove(paths.optim);
   remove(paths.scaler);
   remove(paths.progress);
-  return s ? dl_fail_context(s, "checkpoint at step %lld: ", (long long)r->step) : DL_OK;
+  return s ? dl_fail_context(s, "checkpoint at step %lld: ", (long long)r->train.step) : DL_OK;
 }

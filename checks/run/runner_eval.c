@@ -48,11 +48,11 @@ static dl_status eval_batches(dlc_rank *r, const dl_indices *idx, dl_batch *b,
                   .seed = r->cfg->seed, .step = ((int64_t)1 << 40) + r->inference_calls,
                   .sample_ids = b->ids, .backend = r->backend};
     const dl_tensor *out;
-    DL_TRY(dl_model_forward(r->model, &ctx, &x, &out));
+    DL_TRY(dl_model_forward(r->net.model, &ctx, &x, &out));
     score(out, &y, take, res);
     dl_status s = DL_OK;
     if (keep_first && pos == 0) s = dl_tensor_clone(&res->first, out, "first eval output");
-    dl_model_release(r->model);
+    dl_model_release(r->net.model);
     DL_TRY(s);
   }
   return DL_OK;
@@ -68,7 +68,7 @@ static dl_status eval_pass(dlc_rank *r, bool eval_mode, bool no_grad, eval_resul
   dl_batch b = {0};
   DL_TRY(dl_sampler_indices(&s, 0, &idx));
   dl_status st = dl_batch_alloc(&b, &r->sh->eval, r->cfg->data.batch);
-  if (eval_mode) dl_model_train(r->model, false);
+  if (eval_mode) dl_model_train(r->net.model, false);
   int64_t base = dl_mem_current();
   dl_mem_reset_peak();
   if (!st) st = eval_batches(r, &idx, &b, no_grad, res, keep_first);
@@ -82,15 +82,15 @@ static dl_status eval_pass(dlc_rank *r, bool eval_mode, bool no_grad, eval_resul
 
 static dl_status buffers_snapshot(dlc_rank *r, float **out, int64_t *n) {
   *n = 0;
-  for (int i = 0; i < dl_model_num_buffers(r->model); i++) {
-    dl_tensor *t = &dl_model_buffer(r->model, i)->value;
+  for (int i = 0; i < dl_model_num_buffers(r->net.model); i++) {
+    dl_tensor *t = &dl_model_buffer(r->net.model, i)->value;
     if (t->dtype == DL_F32) *n += t->numel;
   }
   *out = malloc((size_t)(*n ? *n : 1) * sizeof **out);
   if (!*out) return dl_fail(DL_ERR_NOMEM, "out of memory for a buffer snapshot");
   int64_t off = 0;
-  for (int i = 0; i < dl_model_num_buffers(r->model); i++) {
-    dl_tensor *t = &dl_model_buffer(r->model, i)->value;
+  for (int i = 0; i < dl_model_num_buffers(r->net.model); i++) {
+    dl_tensor *t = &dl_model_buffer(r->net.model, i)->value;
     if (t->dtype != DL_F32) continue;
     memcpy(*out + off, t->data, dl_tensor_bytes(t));
     off += t->numel;
@@ -150,7 +150,7 @@ static void result_free(eval_result *e) {
 dl_status dlc_evaluate(dlc_rank *r, bool final) {
   const dlc_eval_config *e = &r->cfg->eval;
   if (!e->enabled || !r->sh->has_eval) return DL_OK;
-  if (r->cfg->bug.eval_consumes_train_rng) r->rng_offset++; /* D8 */
+  if (r->cfg->bug.eval_consumes_train_rng) dlc_cursor_shift_key(&r->data); /* D8 */
   int64_t C = r->sh->eval.n_classes;
   eval_result res = {0}, again = {0}, ref = {0};
   res.hist = calloc((size_t)C, sizeof *res.hist);

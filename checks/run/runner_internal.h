@@ -26,51 +26,101 @@ typedef struct dlc_run_shared {
   bool epoch0_done;
 } dlc_run_shared;
 
-/* One rank's training state. */
+/* Where a rank is in its data: the sampler's epoch and the next index in
+ * its order, and what derives from them. Owned (written) by runner_data.c
+ * only; the checkpoint restores it with dlc_cursor_seek, evaluation shifts
+ * its key (D8) with dlc_cursor_shift_key. */
+typedef struct dlc_data_cursor {
+  const dlc_run_config *cfg;
+  const dl_dataset *train;
+  int rank;
+  int32_t *seen;             /* uses of each sample in the first epoch, or NULL */
+  dl_sampler sampler;
+  int64_t epoch, pos;
+  uint64_t rng_offset;       /* added to the shuffle key (D8) */
+  dl_indices order;          /* this epoch's order; NULL v: load it */
+  dl_loader *loader;         /* this epoch's batches from pos on (data.workers) */
+  bool epoch0_done;          /* the first epoch ran to its end (stays set) */
+  /* D2 evidence: epochs whose order repeats the one before */
+  uint64_t last_order_hash;
+  int64_t last_order_epoch, order_repeats;
+} dlc_data_cursor;
+
+/* The model and its optimizer. Owned by runner_rank.c (built at setup and
+ * again by dlc_rank_rebuild_model when a checkpoint is restored). */
+typedef struct dlc_rank_net {
+  dl_model *model;
+  dl_param **params;         /* the model's, in state-dict order */
+  int nparams;
+  dl_optim *optim;
+} dlc_rank_net;
+
+/* The optimizer-step state. Owned by runner_step.c (set up by
+ * runner_rank.c; runner_ckpt.c restores step and scaler). */
+typedef struct dlc_rank_train {
+  dl_grad_scaler scaler;
+  dl_schedule sched;
+  int64_t step;              /* optimizer steps taken */
+  dl_batch *micro;           /* accumulation micro-batches, cfg->accumulation */
+  float *flat;               /* gradients or buffers flattened for collectives */
+  int64_t flat_n;
+} dlc_rank_train;
+
+/* Pitfall evidence gathered while training. Owned by runner_step.c; read
+ * by runner_record.c into the trace's metrics. */
+typedef struct dlc_rank_evidence {
+  int64_t skipped, overflow_steps;
+  double zero_grad_fraction_max, buffer_diff_max, loss_op_drift_max;
+} dlc_rank_evidence;
+
+/* Layer statistics of the current step (rank 0). Owned by runner_record.c
+ * (the hooks fill it; dlc_stats_begin_step starts a step). */
+typedef struct dlc_step_stats {
+  bool now;                  /* record layer statistics in this step */
+  int n, cap;
+  char (*names)[DLC_NAME_MAX];
+  double (*vals)[DLC_STAT_COUNT];
+} dlc_step_stats;
+
+/* One rank's training state, in the parts above. runner_rank.c sets up
+ * and tears down all of it and owns the fields here. */
 typedef struct dlc_rank {
   dlc_run_shared *sh;
   const dlc_run_config *cfg;
   int rank, world;
   dl_comm *comm;
-  dl_backend *backend;     /* where GEMMs and convolutions run; NULL: the CPU */
-  bool backend_owned;      /* opened here (else the options' override) */
-  dl_model *model;
-  dl_param **params;       /* the model's, in state-dict order */
-  int nparams;
-  dl_optim *optim;
-  dl_grad_scaler scaler;
-  dl_schedule sched;
-  /* data position: the sampler's epoch and the next index in its order */
-  dl_sampler sampler;
-  int64_t epoch, pos;
-  uint64_t rng_offset;     /* D8: bumped by evaluation when the bug is on */
-  int64_t inference_calls; /* keys the noise of each inference pass */
-  dl_indices order;
-  dl_batch *micro;         /* accumulation micro-batches, cfg->accumulation */
-  float *flat;             /* gradients or buffers flattened for collectives */
-  int64_t flat_n;
-  int64_t step;
-  /* evidence */
-  int64_t skipped, overflow_steps;
-  double zero_grad_fraction_max, buffer_diff_max, loss_op_drift_max;
-  dl_loader *loader;       /* this epoch's batches (data.workers threads) */
-  uint64_t last_order_hash;
-  int64_t last_order_epoch; /* epoch whose order was loaded last */
-  int64_t order_repeats;
-  bool stats_now;          /* record layer statistics in this step */
-  int nstat;
-  char (*stat_names)[DLC_NAME_MAX];
-  double (*stat_vals)[DLC_STAT_COUNT];
-  int stat_cap;
+  dl_backend *backend;       /* where GEMMs and convolutions run; NULL: the CPU */
+  bool backend_owned;        /* opened here (else the options' override) */
+  dlc_rank_net net;
+  dlc_rank_train train;
+  dlc_data_cursor data;
+  dlc_rank_evidence ev;
+  dlc_step_stats stats;
+  int64_t inference_calls;   /* runner_eval.c: keys the noise of each inference pass */
 } dlc_rank;
+
+/* runner_data.c */
+/* A cursor at the start of epoch 0 over `train` for rank `rank` of
+ * `world`, the sampler PyTorch's pipeline would use (D1: none). */
+void dlc_cursor_init(dlc_data_cursor *d, const dlc_run_config *cfg, const dl_dataset *train,
+                     int rank, int world, int32_t *seen);
+void dlc_cursor_free(dlc_data_cursor *d); /* the order and loader; the position stays */
+/* The next micro-batch: a short last batch of an epoch is returned as is
+ * (drop_last off) or skipped (on), as PyTorch's DataLoader. */
+dl_status dlc_cursor_next(dlc_data_cursor *d, dl_batch *dst);
+/* Moves to (epoch, pos) with the shuffle key shifted by rng_offset. */
+void dlc_cursor_seek(dlc_data_cursor *d, int64_t epoch, int64_t pos, uint64_t rng_offset);
+/* D8: evaluation drew from the training stream; later epochs shuffle
+ * with another key (the current order stays). */
+void dlc_cursor_shift_key(dlc_data_cursor *d);
 
 /* runner_rank.c */
 dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank);
 void dlc_rank_teardown(dlc_rank *r);
-dl_status dlc_rank_build_model(dlc_rank *r, bool changed_architecture);
-dl_status dlc_rank_next_batch(dlc_rank *r, dl_batch *dst);
+/* Builds the model and optimizer again (a checkpoint's fresh engine); C6
+ * changes the last linear layer. */
+dl_status dlc_rank_rebuild_model(dlc_rank *r, bool changed_architecture);
 void dlc_rank_train_modes(dlc_rank *r);
-void dlc_rank_reset_data(dlc_rank *r);
 /* runner_step.c */
 dl_status dlc_train_step(dlc_rank *r);
 /* runner_eval.c */
@@ -78,6 +128,7 @@ dl_status dlc_evaluate(dlc_rank *r, bool final);
 /* runner_ckpt.c */
 dl_status dlc_checkpoint_roundtrip(dlc_rank *r);
 /* runner_record.c */
+void dlc_stats_begin_step(dlc_step_stats *s, bool record);
 void dlc_record_forward(void *user, const char *layer, const dl_tensor *y);
 void dlc_record_backward(void *user, const char *layer, const dl_tensor *dy);
 dl_status dlc_record_step(dlc_rank *r, double loss, float grad_norm, float clipped_norm,

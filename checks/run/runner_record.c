@@ -33,20 +33,25 @@ static void tensor_stats(const dl_tensor *t, double out[DLC_STAT_COUNT]) {
   out[DLC_STAT_NONFINITE] = (double)bad;
 }
 
+void dlc_stats_begin_step(dlc_step_stats *s, bool record) {
+  s->now = record;
+  s->n = 0;
+}
+
 static void add_stat(dlc_rank *r, const char *prefix, const char *layer, const dl_tensor *t) {
-  if (!r->stats_now) return;
-  if (r->nstat == r->stat_cap) {
-    int cap = r->stat_cap ? 2 * r->stat_cap : 32;
-    void *names = realloc(r->stat_names, (size_t)cap * sizeof *r->stat_names);
-    if (names) r->stat_names = names;
-    void *vals = realloc(r->stat_vals, (size_t)cap * sizeof *r->stat_vals);
-    if (vals) r->stat_vals = vals;
+  if (!r->stats.now) return;
+  if (r->stats.n == r->stats.cap) {
+    int cap = r->stats.cap ? 2 * r->stats.cap : 32;
+    void *names = realloc(r->stats.names, (size_t)cap * sizeof *r->stats.names);
+    if (names) r->stats.names = names;
+    void *vals = realloc(r->stats.vals, (size_t)cap * sizeof *r->stats.vals);
+    if (vals) r->stats.vals = vals;
     if (!names || !vals) return; /* statistics are evidence, not results */
-    r->stat_cap = cap;
+    r->stats.cap = cap;
   }
-  snprintf(r->stat_names[r->nstat], DLC_NAME_MAX, "%s%s", prefix, layer);
-  tensor_stats(t, r->stat_vals[r->nstat]);
-  r->nstat++;
+  snprintf(r->stats.names[r->stats.n], DLC_NAME_MAX, "%s%s", prefix, layer);
+  tensor_stats(t, r->stats.vals[r->stats.n]);
+  r->stats.n++;
 }
 
 void dlc_record_forward(void *user, const char *layer, const dl_tensor *y) {
@@ -58,15 +63,15 @@ void dlc_record_forward(void *user, const char *layer, const dl_tensor *y) {
  * by the scale alone. */
 void dlc_record_backward(void *user, const char *layer, const dl_tensor *dy) {
   dlc_rank *r = user;
-  int before = r->nstat;
+  int before = r->stats.n;
   add_stat(r, "grad ", layer, dy);
-  double f = dl_scaler_factor(&r->scaler);
-  if (r->nstat == before || f == 1.0) return;
-  for (int k = DLC_STAT_MEAN; k <= DLC_STAT_MAX; k++) r->stat_vals[before][k] /= f;
+  double f = dl_scaler_factor(&r->train.scaler);
+  if (r->stats.n == before || f == 1.0) return;
+  for (int k = DLC_STAT_MEAN; k <= DLC_STAT_MAX; k++) r->stats.vals[before][k] /= f;
 }
 
 static dl_status push_digests(dlc_rank *r) {
-  int np = r->nparams, nb = dl_model_num_buffers(r->model), n = np + nb;
+  int np = r->net.nparams, nb = dl_model_num_buffers(r->net.model), n = np + nb;
   const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
   const dl_tensor **ts = malloc((size_t)(n ? n : 1) * sizeof *ts);
   char (*buf)[DLC_NAME_MAX] = malloc((size_t)(n ? n : 1) * sizeof *buf);
@@ -74,10 +79,10 @@ static dl_status push_digests(dlc_rank *r) {
   if (!names || !ts || !buf) s = dl_fail(DL_ERR_NOMEM, "out of memory for digests");
   for (int i = 0; !s && i < n; i++) {
     const char *kind = i < np ? "param" : "buffer";
-    const char *name = i < np ? r->params[i]->name : dl_model_buffer(r->model, i - np)->name;
+    const char *name = i < np ? r->net.params[i]->name : dl_model_buffer(r->net.model, i - np)->name;
     snprintf(buf[i], DLC_NAME_MAX, "%s/%s", kind, name);
     names[i] = buf[i];
-    ts[i] = i < np ? &r->params[i]->value : &dl_model_buffer(r->model, i - np)->value;
+    ts[i] = i < np ? &r->net.params[i]->value : &dl_model_buffer(r->net.model, i - np)->value;
   }
   if (!s) s = dlc_trace_push_digests(r->sh->trace, n, names, ts);
   free(names);
@@ -94,20 +99,20 @@ dl_status dlc_record_step(dlc_rank *r, double loss, float grad_norm, float clipp
   DL_TRY(dlc_trace_push(t, "grad_norm", grad_norm));
   DL_TRY(dlc_trace_push(t, "grad_norm_clipped", clipped_norm));
   DL_TRY(dlc_trace_push(t, "lr", lr));
-  DL_TRY(dlc_trace_push(t, "loss_scale", dl_scaler_factor(&r->scaler)));
+  DL_TRY(dlc_trace_push(t, "loss_scale", dl_scaler_factor(&r->train.scaler)));
   DL_TRY(dlc_trace_push(t, "skipped", skipped));
   DL_TRY(push_digests(r));
-  if (r->nstat) {
-    const char **names = malloc((size_t)r->nstat * sizeof *names);
+  if (r->stats.n) {
+    const char **names = malloc((size_t)r->stats.n * sizeof *names);
     if (!names) return dl_fail(DL_ERR_NOMEM, "out of memory for layer statistics");
-    for (int i = 0; i < r->nstat; i++) names[i] = r->stat_names[i];
-    dl_status s = dlc_trace_push_stats(t, r->step, r->nstat, names,
-                                       (const double(*)[DLC_STAT_COUNT])r->stat_vals);
+    for (int i = 0; i < r->stats.n; i++) names[i] = r->stats.names[i];
+    dl_status s = dlc_trace_push_stats(t, r->train.step, r->stats.n, names,
+                                       (const double(*)[DLC_STAT_COUNT])r->stats.vals);
     free(names);
     DL_TRY(s);
   }
   if (r->sh->opt->progress)
-    r->sh->opt->progress(r->sh->opt->user, r->cfg->name, r->step + 1, r->cfg->steps);
+    r->sh->opt->progress(r->sh->opt->user, r->cfg->name, r->train.step + 1, r->cfg->steps);
   return DL_OK;
 }
 
@@ -120,10 +125,10 @@ static dl_status add_final(dlc_trace *t, const char *kind, const char *name,
 
 dl_status dlc_record_initial(dlc_rank *r) {
   if (r->rank != 0) return DL_OK;
-  for (int i = 0; i < r->nparams; i++)
-    DL_TRY(add_final(r->sh->trace, "init", r->params[i]->name, &r->params[i]->value));
-  for (int i = 0; i < dl_model_num_buffers(r->model); i++) {
-    dl_buffer *b = dl_model_buffer(r->model, i);
+  for (int i = 0; i < r->net.nparams; i++)
+    DL_TRY(add_final(r->sh->trace, "init", r->net.params[i]->name, &r->net.params[i]->value));
+  for (int i = 0; i < dl_model_num_buffers(r->net.model); i++) {
+    dl_buffer *b = dl_model_buffer(r->net.model, i);
     DL_TRY(add_final(r->sh->trace, "init_buffer", b->name, &b->value));
   }
   return DL_OK;
@@ -133,8 +138,8 @@ dl_status dlc_record_initial(dlc_rank *r) {
  * moved during training (they should not move at all). */
 static double frozen_buffer_change(dlc_rank *r) {
   double worst = 0;
-  for (int i = 0; i < dl_model_num_layers(r->model); i++) {
-    dl_layer *l = dl_model_layer(r->model, i);
+  for (int i = 0; i < dl_model_num_layers(r->net.model); i++) {
+    dl_layer *l = dl_model_layer(r->net.model, i);
     bool bn = l->desc.kind == DL_BATCHNORM1D || l->desc.kind == DL_BATCHNORM2D;
     if (!bn || !l->nparams || l->params[0].requires_grad) continue;
     for (int k = 0; k < l->nbuffers; k++) {
@@ -154,8 +159,8 @@ static double frozen_buffer_change(dlc_rank *r) {
 dl_status dlc_record_final(dlc_rank *r) {
   if (r->rank != 0) return DL_OK;
   dlc_trace *t = r->sh->trace;
-  for (int i = 0; i < r->nparams; i++) {
-    dl_param *p = r->params[i];
+  for (int i = 0; i < r->net.nparams; i++) {
+    dl_param *p = r->net.params[i];
     DL_TRY(add_final(t, "param", p->name, &p->value));
     if (p->has_grad) DL_TRY(add_final(t, "grad", p->name, &p->grad));
     char flag[DLC_NAME_MAX];
@@ -164,17 +169,17 @@ dl_status dlc_record_final(dlc_rank *r) {
     snprintf(flag, sizeof flag, "in_optimizer/%s", p->name);
     DL_TRY(dlc_trace_set_metric(t, flag, p->in_optimizer));
   }
-  for (int i = 0; i < dl_model_num_buffers(r->model); i++) {
-    dl_buffer *b = dl_model_buffer(r->model, i);
+  for (int i = 0; i < dl_model_num_buffers(r->net.model); i++) {
+    dl_buffer *b = dl_model_buffer(r->net.model, i);
     DL_TRY(add_final(t, "buffer", b->name, &b->value));
   }
-  DL_TRY(dlc_trace_set_metric(t, "skipped_steps", (double)r->skipped));
-  DL_TRY(dlc_trace_set_metric(t, "overflow_steps", (double)r->overflow_steps));
-  DL_TRY(dlc_trace_set_metric(t, "zero_grad_fraction", r->zero_grad_fraction_max));
-  DL_TRY(dlc_trace_set_metric(t, "rank_buffer_max_diff", r->buffer_diff_max));
-  DL_TRY(dlc_trace_set_metric(t, "epoch_order_repeats", (double)r->order_repeats));
-  DL_TRY(dlc_trace_set_metric(t, "epochs_started", (double)r->epoch + 1));
-  DL_TRY(dlc_trace_set_metric(t, "loss_op_drift", r->loss_op_drift_max));
+  DL_TRY(dlc_trace_set_metric(t, "skipped_steps", (double)r->ev.skipped));
+  DL_TRY(dlc_trace_set_metric(t, "overflow_steps", (double)r->ev.overflow_steps));
+  DL_TRY(dlc_trace_set_metric(t, "zero_grad_fraction", r->ev.zero_grad_fraction_max));
+  DL_TRY(dlc_trace_set_metric(t, "rank_buffer_max_diff", r->ev.buffer_diff_max));
+  DL_TRY(dlc_trace_set_metric(t, "epoch_order_repeats", (double)r->data.order_repeats));
+  DL_TRY(dlc_trace_set_metric(t, "epochs_started", (double)r->data.epoch + 1));
+  DL_TRY(dlc_trace_set_metric(t, "loss_op_drift", r->ev.loss_op_drift_max));
   DL_TRY(dlc_trace_set_metric(t, "frozen_buffer_change", frozen_buffer_change(r)));
   return DL_OK;
 }

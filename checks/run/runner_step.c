@@ -14,7 +14,7 @@
 static dl_ctx train_ctx(dlc_rank *r, const dl_batch *b, int64_t *ids_scratch) {
   const dlc_run_config *c = r->cfg;
   dl_ctx ctx = {.grad_enabled = true, .autocast = c->precision.autocast,
-                .seed = c->seed, .step = r->step, .sample_ids = b->ids,
+                .seed = c->seed, .step = r->train.step, .sample_ids = b->ids,
                 .backend = r->backend};
   if (c->bug.rank_keyed_noise) {
     /* D7: every rank seeds its noise the same way, by batch row. */
@@ -42,7 +42,7 @@ static dl_status count_tokens(dlc_rank *r, float *total) {
   if (c->data.source != DLC_DATA_TOKENS || c->loss.reduction != DL_REDUCTION_MEAN) return DL_OK;
   float n = 0;
   for (int k = 0; k < c->accumulation; k++) {
-    const dl_batch *b = &r->micro[k];
+    const dl_batch *b = &r->train.micro[k];
     int64_t per_row = b->y.numel / b->capacity;
     for (int64_t i = 0; i < b->n * per_row; i++) n += dl_i32(&b->y)[i] != c->loss.ignore_index;
   }
@@ -55,9 +55,9 @@ static dl_status count_tokens(dlc_rank *r, float *total) {
  * measures how far the ranks' buffers are apart as the forward sees them. */
 static dl_status sync_buffers(dlc_rank *r) {
   if (r->world == 1) return DL_OK;
-  int nb = dl_model_num_buffers(r->model);
+  int nb = dl_model_num_buffers(r->net.model);
   for (int i = 0; i < nb; i++) {
-    dl_tensor *t = &dl_model_buffer(r->model, i)->value;
+    dl_tensor *t = &dl_model_buffer(r->net.model, i)->value;
     if (r->cfg->parallel.broadcast_buffers && !r->cfg->bug.unsynced_buffers)
       DL_TRY(dl_comm_broadcast(r->comm, t->data, dl_tensor_bytes(t), 0));
     if (t->dtype != DL_F32) continue;
@@ -67,7 +67,7 @@ static dl_status sync_buffers(dlc_rank *r) {
     for (int k = 1; s == DL_OK && k < r->world; k++)
       for (int64_t j = 0; j < t->numel; j++) {
         double d = fabs((double)all[k * t->numel + j] - (double)all[j]);
-        if (d > r->buffer_diff_max) r->buffer_diff_max = d;
+        if (d > r->ev.buffer_diff_max) r->ev.buffer_diff_max = d;
       }
     free(all);
     DL_TRY(s);
@@ -84,7 +84,7 @@ static dl_status loss_op_drift(dlc_rank *r, const dl_ce_desc *ce, const dl_tenso
   float l32;
   DL_TRY(dl_cross_entropy(&exact, logits, targets, &l32, NULL, NULL));
   double drift = fabs((double)loss - (double)l32) / (fabs((double)l32) + 1e-30);
-  if (drift > r->loss_op_drift_max || isnan(drift)) r->loss_op_drift_max = drift;
+  if (drift > r->ev.loss_op_drift_max || isnan(drift)) r->ev.loss_op_drift_max = drift;
   return DL_OK;
 }
 
@@ -98,7 +98,7 @@ static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double
   x.numel = x.numel / b->capacity * b->n;
   y.numel = y.numel / b->capacity * b->n;
   const dl_tensor *out;
-  DL_TRY(dl_model_forward(r->model, &ctx, &x, &out));
+  DL_TRY(dl_model_forward(r->net.model, &ctx, &x, &out));
   dl_ce_desc ce = dl_ce_default();
   ce.reduction = c->loss.reduction;
   ce.label_smoothing = c->loss.label_smoothing;
@@ -108,7 +108,7 @@ static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double
    * the plain sum of the micro-batch sums, so nothing is divided. */
   bool sum = c->loss.reduction == DL_REDUCTION_SUM;
   float k_div = c->bug.loss_not_divided || sum ? 1.0f : (float)c->accumulation;
-  float scale = dl_scaler_factor(&r->scaler) * c->loss_weight;
+  float scale = dl_scaler_factor(&r->train.scaler) * c->loss_weight;
   ce.grad_scale = scale / k_div;
   dl_tensor weights = {0};
   if (tokens > 0 && !c->bug.token_mean_per_micro) {
@@ -125,10 +125,10 @@ static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double
   float l = 0;
   dl_status s = dl_cross_entropy(&ce, out, &y, &l, NULL, &dlogits);
   if (!s && ce.half_dtype) s = loss_op_drift(r, &ce, out, &y, l);
-  if (!s) s = dl_model_backward(r->model, &ctx, &dlogits);
+  if (!s) s = dl_model_backward(r->net.model, &ctx, &dlogits);
   dl_tensor_free(&dlogits);
   dl_tensor_free(&weights);
-  dl_model_release(r->model);
+  dl_model_release(r->net.model);
   /* Token weights make l a share of the whole step's loss; scale it so that
    * the step's mean over micro-batches and ranks gives the token mean. */
   *loss = (ce.row_weight ? (double)l * c->accumulation : l) * c->loss_weight;
@@ -140,28 +140,28 @@ static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double
 static dl_status sync_gradients(dlc_rank *r) {
   if (r->world == 1) return DL_OK;
   int64_t n = 0;
-  for (int i = 0; i < r->nparams; i++)
-    if (r->params[i]->has_grad) n += r->params[i]->grad.numel;
-  if (n > r->flat_n) {
-    float *f = realloc(r->flat, (size_t)n * sizeof *f);
+  for (int i = 0; i < r->net.nparams; i++)
+    if (r->net.params[i]->has_grad) n += r->net.params[i]->grad.numel;
+  if (n > r->train.flat_n) {
+    float *f = realloc(r->train.flat, (size_t)n * sizeof *f);
     if (!f) return dl_fail(DL_ERR_NOMEM, "out of memory for the gradient bucket");
-    r->flat = f;
-    r->flat_n = n;
+    r->train.flat = f;
+    r->train.flat_n = n;
   }
   int64_t off = 0;
-  for (int i = 0; i < r->nparams; i++) {
-    dl_param *p = r->params[i];
+  for (int i = 0; i < r->net.nparams; i++) {
+    dl_param *p = r->net.params[i];
     if (!p->has_grad) continue;
-    memcpy(r->flat + off, p->grad.data, dl_tensor_bytes(&p->grad));
+    memcpy(r->train.flat + off, p->grad.data, dl_tensor_bytes(&p->grad));
     off += p->grad.numel;
   }
-  DL_TRY(dl_comm_allreduce_sum(r->comm, r->flat, n));
+  DL_TRY(dl_comm_allreduce_sum(r->comm, r->train.flat, n));
   float inv = r->cfg->bug.grad_sum_not_mean ? 1.0f : 1.0f / (float)r->world;
   off = 0;
-  for (int i = 0; i < r->nparams; i++) {
-    dl_param *p = r->params[i];
+  for (int i = 0; i < r->net.nparams; i++) {
+    dl_param *p = r->net.params[i];
     if (!p->has_grad) continue;
-    for (int64_t j = 0; j < p->grad.numel; j++) dl_f32(&p->grad)[j] = r->flat[off + j] * inv;
+    for (int64_t j = 0; j < p->grad.numel; j++) dl_f32(&p->grad)[j] = r->train.flat[off + j] * inv;
     off += p->grad.numel;
   }
   return DL_OK;
@@ -169,8 +169,8 @@ static dl_status sync_gradients(dlc_rank *r) {
 
 static double zero_fraction(dlc_rank *r) {
   int64_t zeros = 0, total = 0;
-  for (int i = 0; i < r->nparams; i++) {
-    dl_param *p = r->params[i];
+  for (int i = 0; i < r->net.nparams; i++) {
+    dl_param *p = r->net.params[i];
     if (!p->has_grad) continue;
     for (int64_t j = 0; j < p->grad.numel; j++) zeros += dl_f32(&p->grad)[j] == 0.0f;
     total += p->grad.numel;
@@ -182,42 +182,47 @@ static double zero_fraction(dlc_rank *r) {
 static dl_status update(dlc_rank *r, float lr, float *norm, float *clipped, bool *skipped) {
   const dlc_run_config *c = r->cfg;
   bool unscale_first = !c->bug.clip_before_unscale;
-  if (unscale_first) dl_scaler_unscale(&r->scaler, r->params, r->nparams);
+  if (unscale_first) dl_scaler_unscale(&r->train.scaler, r->net.params, r->net.nparams);
   double zf = zero_fraction(r);
-  if (zf > r->zero_grad_fraction_max) r->zero_grad_fraction_max = zf;
+  if (zf > r->ev.zero_grad_fraction_max) r->ev.zero_grad_fraction_max = zf;
   if (c->clip_max_norm > 0)
-    DL_TRY(dl_clip_grad_norm(r->params, r->nparams, c->clip_max_norm, false, norm));
+    DL_TRY(dl_clip_grad_norm(r->net.params, r->net.nparams, c->clip_max_norm, false, norm));
   else
-    DL_TRY(dl_grad_norm(r->params, r->nparams, norm));
-  if (!unscale_first) dl_scaler_unscale(&r->scaler, r->params, r->nparams);
-  DL_TRY(dl_grad_norm(r->params, r->nparams, clipped));
-  if (r->scaler.found_inf) r->overflow_steps++;
-  *skipped = !dl_scaler_should_step(&r->scaler);
-  if (*skipped) r->skipped++;
-  else DL_TRY(dl_optim_step_on(r->optim, lr, r->backend));
-  dl_scaler_update(&r->scaler);
+    DL_TRY(dl_grad_norm(r->net.params, r->net.nparams, norm));
+  if (!unscale_first) dl_scaler_unscale(&r->train.scaler, r->net.params, r->net.nparams);
+  DL_TRY(dl_grad_norm(r->net.params, r->net.nparams, clipped));
+  if (r->train.scaler.found_inf) r->ev.overflow_steps++;
+  *skipped = !dl_scaler_should_step(&r->train.scaler);
+  if (*skipped) r->ev.skipped++;
+  else DL_TRY(dl_optim_step_on(r->net.optim, lr, r->backend));
+  dl_scaler_update(&r->train.scaler);
   return DL_OK;
+}
+
+/* Rank 0 records layer statistics every stats_every steps (0: the first
+ * and the last), and at the steps the divergence search asks for. */
+static bool stats_due(const dlc_rank *r) {
+  const dlc_run_options *o = r->sh->opt;
+  int64_t step = r->train.step, every = r->cfg->stats_every;
+  bool asked = step >= o->stats_from && step < o->stats_to;
+  bool regular = every > 0 ? step % every == 0 : step == 0 || step == r->cfg->steps - 1;
+  return r->rank == 0 && (asked || regular);
 }
 
 dl_status dlc_train_step(dlc_rank *r) {
   const dlc_run_config *c = r->cfg;
   int K = c->accumulation;
-  float lr = dl_lr_at(&r->sched, r->step);
-  int64_t every = c->stats_every;
-  const dlc_run_options *o = r->sh->opt;
-  bool asked = r->step >= o->stats_from && r->step < o->stats_to;
-  r->stats_now = r->rank == 0 && (asked || (every > 0 ? r->step % every == 0
-                                                      : r->step == 0 || r->step == c->steps - 1));
-  r->nstat = 0;
-  for (int k = 0; k < K; k++) DL_TRY(dlc_rank_next_batch(r, &r->micro[k]));
+  float lr = dl_lr_at(&r->train.sched, r->train.step);
+  dlc_stats_begin_step(&r->stats, stats_due(r));
+  for (int k = 0; k < K; k++) DL_TRY(dlc_cursor_next(&r->data, &r->train.micro[k]));
   float tokens;
   DL_TRY(count_tokens(r, &tokens));
-  if (!c->bug.no_zero_grad && !c->bug.zero_grad_in_micro_loop) dl_model_zero_grad(r->model);
+  if (!c->bug.no_zero_grad && !c->bug.zero_grad_in_micro_loop) dl_model_zero_grad(r->net.model);
   double loss_sum = 0;
   for (int k = 0; k < K; k++) {
-    if (c->bug.zero_grad_in_micro_loop) dl_model_zero_grad(r->model);
+    if (c->bug.zero_grad_in_micro_loop) dl_model_zero_grad(r->net.model);
     double l;
-    DL_TRY(micro_step(r, &r->micro[k], tokens, &l));
+    DL_TRY(micro_step(r, &r->train.micro[k], tokens, &l));
     loss_sum += l;
   }
   float loss = (float)(c->loss.reduction == DL_REDUCTION_SUM ? loss_sum : loss_sum / K);
@@ -228,6 +233,6 @@ dl_status dlc_train_step(dlc_rank *r) {
   bool skipped = false;
   DL_TRY(update(r, lr, &norm, &clipped, &skipped));
   DL_TRY(dlc_record_step(r, loss, norm, clipped, lr, skipped));
-  r->step++;
+  r->train.step++;
   return DL_OK;
 }

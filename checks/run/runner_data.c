@@ -1,0 +1,105 @@
+/* A rank's data cursor: which sampler, which epoch, where in its order,
+ * and the batches from there on; the evidence only the cursor sees (which
+ * samples the first epoch used, D1/D6; repeated epoch orders, D2). */
+#include "run/runner_internal.h"
+
+#include <string.h>
+
+void dlc_cursor_init(dlc_data_cursor *d, const dlc_run_config *cfg, const dl_dataset *train,
+                     int rank, int world, int32_t *seen) {
+  memset(d, 0, sizeof *d);
+  d->cfg = cfg;
+  d->train = train;
+  d->rank = rank;
+  d->seen = seen;
+  d->last_order_epoch = -2;
+  dl_sampler *s = &d->sampler;
+  s->n = train->n;
+  s->seed = cfg->seed;
+  s->rank = rank;
+  s->world = world;
+  s->shuffle = cfg->data.shuffle;
+  s->drop_last = cfg->data.drop_last;
+  if (world > 1 && !cfg->bug.no_distributed_sampler) s->kind = DL_SAMPLER_DISTRIBUTED;
+  else s->kind = cfg->data.shuffle ? DL_SAMPLER_RANDOM : DL_SAMPLER_SEQUENTIAL;
+}
+
+void dlc_cursor_free(dlc_data_cursor *d) {
+  dl_loader_destroy(d->loader);
+  d->loader = NULL;
+  dl_indices_free(&d->order);
+}
+
+void dlc_cursor_seek(dlc_data_cursor *d, int64_t epoch, int64_t pos, uint64_t rng_offset) {
+  d->epoch = epoch;
+  d->pos = pos;
+  d->rng_offset = rng_offset;
+  dlc_cursor_free(d);
+}
+
+void dlc_cursor_shift_key(dlc_data_cursor *d) { d->rng_offset++; }
+
+/* Loads the order of the current epoch. D2 (no set_epoch) asks the sampler
+ * for epoch 0 every time; D8 shifts the shuffle key when evaluation ran. */
+static dl_status load_epoch(dlc_data_cursor *d) {
+  dl_indices_free(&d->order);
+  dl_sampler s = d->sampler;
+  s.seed += d->rng_offset;
+  int64_t epoch = d->cfg->bug.no_set_epoch ? 0 : d->epoch;
+  DL_TRY(dl_sampler_indices(&s, epoch, &d->order));
+  uint64_t h = dlc_digest(d->order.v, (size_t)d->order.n * sizeof *d->order.v);
+  if (d->epoch == d->last_order_epoch + 1 && h == d->last_order_hash) d->order_repeats++;
+  d->last_order_hash = h;
+  d->last_order_epoch = d->epoch;
+  return DL_OK;
+}
+
+/* The loader for the rest of the current epoch, from pos on. Batches
+ * depend only on the index list, never on the worker count. */
+static dl_status open_loader(dlc_data_cursor *d) {
+  const dlc_data_config *c = &d->cfg->data;
+  dl_augment aug = {.hflip = d->train->x.ndim == 4, .noise_std = 0.05f};
+  dl_loader_opts o = {.batch = c->batch, .drop_last = c->drop_last, .workers = c->workers,
+                      .aug = c->augment ? &aug : NULL, .epoch = d->epoch,
+                      .seed = d->cfg->seed};
+  return dl_loader_create(&d->loader, d->train, d->order.v + d->pos, d->order.n - d->pos, &o);
+}
+
+static void copy_rows(dl_tensor *dst, const dl_tensor *src, int64_t cap, int64_t rows) {
+  if (!src->data) return;
+  size_t row = dl_tensor_bytes(src) / (size_t)cap;
+  memcpy(dst->data, src->data, row * (size_t)rows);
+}
+
+static void take_batch(dlc_data_cursor *d, const dl_batch *b, dl_batch *dst) {
+  copy_rows(&dst->x, &b->x, b->capacity, b->n);
+  copy_rows(&dst->y, &b->y, b->capacity, b->n);
+  copy_rows(&dst->lengths, &b->lengths, b->capacity, b->n);
+  memcpy(dst->ids, b->ids, (size_t)b->n * sizeof *b->ids);
+  dst->n = b->n;
+  if (d->epoch == 0 && d->seen)
+    for (int64_t i = 0; i < b->n; i++) d->seen[b->ids[i]]++;
+  d->pos += b->n;
+}
+
+dl_status dlc_cursor_next(dlc_data_cursor *d, dl_batch *dst) {
+  for (;;) {
+    if (!d->order.v) DL_TRY(load_epoch(d));
+    if (!d->loader) DL_TRY(open_loader(d));
+    const dl_batch *b;
+    DL_TRY(dl_loader_next(d->loader, &b));
+    if (b) {
+      take_batch(d, b, dst);
+      return DL_OK;
+    }
+    if (d->pos == 0)
+      return dl_fail(DL_ERR_INVALID,
+                     "rank %d: an epoch has %lld samples, fewer than one batch of %lld "
+                     "with drop_last: use more data or a smaller batch",
+                     d->rank, (long long)d->order.n, (long long)d->cfg->data.batch);
+    if (d->epoch == 0) d->epoch0_done = true;
+    d->epoch++;
+    d->pos = 0;
+    dlc_cursor_free(d);
+  }
+}
