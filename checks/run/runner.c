@@ -61,12 +61,13 @@ static dl_status load_data(dlc_run_shared *sh) {
   }
   /* Synthetic data: one draw of n + eval samples, split, so that both
    * halves come from the same distribution. */
-  int64_t n_eval = d->eval_limit > 0 ? d->eval_limit : d->n / 4;
+  int64_t rows, n_eval;
+  DL_TRY(dlc_synthetic_rows(d, &rows, &n_eval));
   if (d->source == DLC_DATA_BLOBS)
-    DL_TRY(dl_dataset_blobs(&sh->train, d->n + n_eval, d->dim, (int)d->classes, d->spread, seed));
+    DL_TRY(dl_dataset_blobs(&sh->train, rows, d->dim, (int)d->classes, d->spread, seed));
   else
-    DL_TRY(dl_dataset_sequences(&sh->train, d->n + n_eval, (int)d->vocab, d->min_len,
-                                d->max_len, 0, seed));
+    DL_TRY(dl_dataset_sequences(&sh->train, rows, (int)d->vocab, d->min_len, d->max_len, 0,
+                                seed));
   DL_TRY(split_tail(&sh->train, d->n, &sh->eval));
   sh->has_eval = n_eval > 0;
   return DL_OK;
@@ -81,9 +82,10 @@ typedef struct rank_job {
 
 static dl_status train(dlc_rank *r) {
   const dlc_run_config *c = r->cfg;
-  DL_TRY(dlc_record_initial(r));
   int64_t steps = r->sh->opt->stop_after > 0 && r->sh->opt->stop_after < c->steps
                       ? r->sh->opt->stop_after : c->steps;
+  DL_TRY(dlc_record_check_size(r, steps));
+  DL_TRY(dlc_record_initial(r));
   while (r->train.step < steps) {
     DL_TRY(dlc_train_step(r));
     if (c->checkpoint.at_step == r->train.step && r->train.step < steps)

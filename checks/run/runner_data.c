@@ -103,3 +103,39 @@ dl_status dlc_cursor_next(dlc_data_cursor *d, dl_batch *dst) {
     dlc_cursor_free(d);
   }
 }
+
+/* a * b into *out unless it leaves int64 (both >= 0). */
+static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+static dl_status too_large(const dlc_data_config *d, int64_t rows, const char *key, int64_t v) {
+  return dl_fail(DL_ERR_INVALID,
+                 "data: %lld samples (data.n %lld and %lld for evaluation) of data.%s %lld "
+                 "need more bytes than a 64-bit size holds: use a smaller data.n, "
+                 "data.eval_limit or data.%s",
+                 (long long)rows, (long long)d->n, (long long)(rows - d->n), key, (long long)v,
+                 key);
+}
+
+dl_status dlc_synthetic_rows(const dlc_data_config *d, int64_t *rows, int64_t *n_eval) {
+  *n_eval = d->eval_limit > 0 ? d->eval_limit : d->n / 4;
+  if (d->n < 1 || *n_eval < 0)
+    return dl_fail(DL_ERR_INVALID, "data: data.n %lld must be >= 1 and data.eval_limit %lld "
+                   ">= 0", (long long)d->n, (long long)d->eval_limit);
+  if (__builtin_add_overflow(d->n, *n_eval, rows))
+    return dl_fail(DL_ERR_INVALID,
+                   "data: data.n %lld plus %lld evaluation samples (data.eval_limit, else "
+                   "data.n / 4) overflows a 64-bit count: use a smaller data.n",
+                   (long long)d->n, (long long)*n_eval);
+  bool blobs = d->source == DLC_DATA_BLOBS;
+  const char *key = blobs ? "dim" : "max_len";
+  int64_t per_row = blobs ? d->dim : d->max_len, bytes;
+  /* x (and for tokens y) are [rows, per_row] of 4-byte values; the labels,
+   * lengths and per-sample counts are smaller than that. */
+  if (per_row < 1 || !mul_fits(*rows, per_row, &bytes) || !mul_fits(bytes, 4, &bytes))
+    return too_large(d, *rows, key, per_row);
+  if (blobs && (!mul_fits(d->classes, d->dim, &bytes) || !mul_fits(bytes, 4, &bytes)))
+    return too_large(d, *rows, "dim", d->dim);
+  return DL_OK;
+}

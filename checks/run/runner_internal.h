@@ -113,6 +113,10 @@ void dlc_cursor_seek(dlc_data_cursor *d, int64_t epoch, int64_t pos, uint64_t rn
 /* D8: evaluation drew from the training stream; later epochs shuffle
  * with another key (the current order stays). */
 void dlc_cursor_shift_key(dlc_data_cursor *d);
+/* Blobs and tokens: the rows drawn (training and evaluation together) and
+ * the evaluation's share; DL_ERR_INVALID naming the keys to change when a
+ * size computed from them (rows x dim or max_len, in bytes) would overflow. */
+dl_status dlc_synthetic_rows(const dlc_data_config *d, int64_t *rows, int64_t *n_eval);
 
 /* runner_rank.c */
 dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank);
@@ -128,6 +132,15 @@ dl_status dlc_evaluate(dlc_rank *r, bool final);
 /* runner_ckpt.c */
 dl_status dlc_checkpoint_roundtrip(dlc_rank *r);
 /* runner_record.c */
+enum { DLC_STEP_SERIES = 6 }; /* series dlc_record_step pushes every step */
+/* Bytes a run's trace holds after `steps` steps with `ntensors` params and
+ * buffers digested each step, evaluations and layer statistics included
+ * (o may be NULL: no extra statistics steps). */
+double dlc_trace_bytes(const dlc_run_config *c, const dlc_run_options *o, int64_t steps,
+                       int ntensors);
+/* DL_ERR_INVALID, saying how many steps fit, if that exceeds
+ * DLC_TRACE_MAX_BYTES (runner.h). */
+dl_status dlc_record_check_size(const dlc_rank *r, int64_t steps);
 void dlc_stats_begin_step(dlc_step_stats *s, bool record);
 void dlc_record_forward(void *user, const char *layer, const dl_tensor *y);
 void dlc_record_backward(void *user, const char *layer, const dl_tensor *dy);

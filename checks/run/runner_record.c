@@ -95,6 +95,7 @@ dl_status dlc_record_step(dlc_rank *r, double loss, float grad_norm, float clipp
                           float lr, bool skipped) {
   if (r->rank != 0) return DL_OK;
   dlc_trace *t = r->sh->trace;
+  _Static_assert(DLC_STEP_SERIES == 6, "the series pushed here");
   DL_TRY(dlc_trace_push(t, "loss", loss));
   DL_TRY(dlc_trace_push(t, "grad_norm", grad_norm));
   DL_TRY(dlc_trace_push(t, "grad_norm_clipped", clipped_norm));
@@ -182,4 +183,43 @@ dl_status dlc_record_final(dlc_rank *r) {
   DL_TRY(dlc_trace_set_metric(t, "loss_op_drift", r->ev.loss_op_drift_max));
   DL_TRY(dlc_trace_set_metric(t, "frozen_buffer_change", frozen_buffer_change(r)));
   return DL_OK;
+}
+
+/* Layers whose outputs the statistics hooks see: residual bodies too. */
+static int64_t hooked_layers(const dl_layer_desc *d, int n) {
+  int64_t count = n;
+  for (int i = 0; i < n; i++)
+    if (d[i].kind == DL_RESIDUAL) count += hooked_layers(d[i].body, d[i].nbody);
+  return count;
+}
+
+/* Steps at which layer statistics are recorded (dlc_train_step's rule). */
+static double stats_steps(const dlc_run_config *c, const dlc_run_options *o, int64_t steps) {
+  double n = c->stats_every > 0 ? (double)(steps / c->stats_every + 1) : 2;
+  int64_t to = o && o->stats_to < steps ? o->stats_to : steps;
+  if (o && to > o->stats_from) n += (double)(to - o->stats_from);
+  return n;
+}
+
+double dlc_trace_bytes(const dlc_run_config *c, const dlc_run_options *o, int64_t steps,
+                       int ntensors) {
+  double per_step = DLC_STEP_SERIES * 8.0 + 8.0 * ntensors;
+  double bytes = per_step * (double)steps;
+  if (c->eval.enabled && c->eval.every > 0) bytes += 8.0 * (double)(steps / c->eval.every);
+  double per_stats = 2.0 * (double)hooked_layers(c->layers, c->nlayers) *
+                     (DLC_NAME_MAX + DLC_STAT_COUNT * 8.0);
+  return bytes + per_stats * stats_steps(c, o, steps);
+}
+
+dl_status dlc_record_check_size(const dlc_rank *r, int64_t steps) {
+  int ntensors = r->net.nparams + dl_model_num_buffers(r->net.model);
+  double bytes = dlc_trace_bytes(r->cfg, r->sh->opt, steps, ntensors);
+  if (bytes <= DLC_TRACE_MAX_BYTES) return DL_OK;
+  double per_step = bytes / (double)steps;
+  return dl_fail(DL_ERR_INVALID,
+                 "its trace would hold %.1f GiB in memory (%lld steps of about %.0f bytes: "
+                 "%d series, %d tensor digests and the layer statistics), more than the "
+                 "%d GiB a run may record: use at most %.0f steps (or a larger stats_every)",
+                 bytes / (1 << 30), (long long)steps, per_step, DLC_STEP_SERIES, ntensors,
+                 (int)(DLC_TRACE_MAX_BYTES >> 30), floor(DLC_TRACE_MAX_BYTES / per_step));
 }
