@@ -37,6 +37,15 @@ static cursor_fixture *fixture(int64_t batch, bool drop_last) {
   return f;
 }
 
+/* The same over one shuffled epoch a batch; D2 if no_set_epoch. */
+static cursor_fixture *shuffled(bool no_set_epoch) {
+  cursor_fixture *f = fixture(N, false);
+  f->cfg.data.shuffle = true;
+  f->cfg.bug.no_set_epoch = no_set_epoch;
+  dlc_cursor_init(&f->cur, &f->cfg, &f->ds, 0, 1, f->seen);
+  return f;
+}
+
 static void fixture_free(cursor_fixture *f) {
   dlc_cursor_free(&f->cur);
   dl_batch_free(&f->batch);
@@ -107,10 +116,7 @@ static void cursor_seek_resumes(void **state) {
 static void cursor_counts_repeated_orders(void **state) {
   (void)state;
   for (int bug = 0; bug < 2; bug++) {
-    cursor_fixture *f = fixture(N, false);
-    f->cfg.data.shuffle = true;
-    f->cfg.bug.no_set_epoch = bug;
-    dlc_cursor_init(&f->cur, &f->cfg, &f->ds, 0, 1, f->seen);
+    cursor_fixture *f = shuffled(bug);
     int64_t first[N];
     assert_int_equal(dlc_cursor_next(&f->cur, &f->batch), DL_OK);
     memcpy(first, f->batch.ids, sizeof first);
@@ -126,9 +132,7 @@ static void cursor_shifted_key_changes_the_order(void **state) {
   (void)state;
   int64_t ids[2][N];
   for (int shift = 0; shift < 2; shift++) {
-    cursor_fixture *f = fixture(N, false);
-    f->cfg.data.shuffle = true;
-    dlc_cursor_init(&f->cur, &f->cfg, &f->ds, 0, 1, f->seen);
+    cursor_fixture *f = shuffled(false);
     assert_int_equal(dlc_cursor_next(&f->cur, &f->batch), DL_OK);
     if (shift) dlc_cursor_shift_key(&f->cur);
     assert_int_equal(dlc_cursor_next(&f->cur, &f->batch), DL_OK);
