@@ -8,8 +8,7 @@
  *   DL_GEMM_ISA=avx2 bench_gemm   (time another ISA's kernels)
  *   OPENBLAS_CORETYPE=SkylakeX bench_gemm   (OpenBLAS's AVX-512 kernels) */
 #define _POSIX_C_SOURCE 200809L
-#include "cpu/gemm.h"
-#include "cpu/gemm_internal.h"
+#include "sgemm.h"
 #include "threads.h"
 
 #include <stdio.h>

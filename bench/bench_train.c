@@ -31,8 +31,8 @@
 #include "model.h"
 #include "optim.h"
 #include "sampler.h"
+#include "sgemm.h"
 #include "threads.h"
-#include "cpu/gemm_internal.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -18,12 +18,11 @@
 #include <cmocka.h>
 
 #include "backend.h"
-#include "cpu/gemm.h"
-#include "cpu/kinds.h"
 #include "gradcheck.h"
 #include "half.h"
 #include "host_backend.h"
 #include "optim.h"
+#include "sgemm.h"
 
 /* ---- running a layer with and without the backend ---- */
 

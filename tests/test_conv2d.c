@@ -9,11 +9,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cpu/gemm_internal.h"
-#include "cpu/kinds.h"
 #include "gradcheck.h"
 #include "half.h"
 #include "mem.h"
+#include "sgemm.h"
 #include "threads.h"
 
 static dl_layer_desc conv_desc(int64_t in, int64_t out, int k, int stride, int pad,

@@ -24,17 +24,16 @@
 
 #ifdef DL_HAVE_CUDA
 
-#include "cpu/gemm.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
 #include "cuda/env_checks.h"
 #include "cuda/gemm.h"
 #include "cuda/kernels.h"
-#include "cpu/kinds.h"
 #include "half.h"
 #include "mem.h"
 #include "optim.h"
 #include "philox.h"
+#include "sgemm.h"
 
 /* ---- helpers ---- */
 

@@ -40,7 +40,6 @@
 
 #ifdef DL_HAVE_CUDA
 
-#include "cpu/gemm.h"
 #include "cuda/backend.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device.h"
@@ -48,6 +47,7 @@
 #include "mem.h"
 #include "optim.h"
 #include "philox.h"
+#include "sgemm.h"
 
 /* ---- helpers ---- */
 

@@ -8,7 +8,6 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cpu/kinds.h"
 #include "gradcheck.h"
 #include "mem.h"
 

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cpu/gemm.h"
 #include "cpu/gemm_internal.h"
+#include "sgemm.h"
 #include "threads.h"
 
 /* ---- random matrices ---- */

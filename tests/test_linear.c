@@ -9,7 +9,6 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cpu/kinds.h"
 #include "gradcheck.h"
 #include "half.h"
 #include "mem.h"

@@ -22,7 +22,7 @@
  * y, dy, dx, dW and db, as for Linear. */
 #include "kinds.h"
 
-#include "gemm.h"
+#include "sgemm.h"
 #include "gemm_internal.h"
 #include "half.h"
 #include "mem.h"

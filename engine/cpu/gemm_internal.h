@@ -10,9 +10,12 @@
  *
  * The kernel computes one mr x nr tile of C over kc: each accumulator starts
  * from C (load_c) or +0 and takes one fused multiply-add per k in increasing
- * k, then is stored to C. That per-element order is gemm.h's contract. */
+ * k, then is stored to C. That per-element order is sgemm.h's contract.
+ * Which ISA runs: dl_gemm_force_isa (sgemm.h). */
 #ifndef DL_CPU_GEMM_INTERNAL_H
 #define DL_CPU_GEMM_INTERNAL_H
+
+#include "sgemm.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,13 +59,6 @@ typedef struct dl_gemm_isa {
   dl_gemm_narrow_fn narrow;
 } dl_gemm_isa;
 
-typedef enum dl_gemm_isa_id {
-  DL_GEMM_AUTO = 0, /* the best this CPU supports */
-  DL_GEMM_PORTABLE, /* C with fmaf: any CPU */
-  DL_GEMM_AVX2,     /* AVX2 + FMA */
-  DL_GEMM_AVX512    /* AVX-512F */
-} dl_gemm_isa_id;
-
 /* Each returns NULL when this CPU (or this compiler) cannot run it. */
 const dl_gemm_isa *dl_gemm_isa_portable(void);
 const dl_gemm_isa *dl_gemm_isa_avx2(void);
@@ -73,12 +69,5 @@ void dl_gemm_pack_a_generic(int mr, bool trans, const float *a, int64_t lda,
                             int64_t m, int64_t kc, float *out);
 void dl_gemm_pack_b_generic(int nr, bool trans, const float *b, int64_t ldb,
                             int64_t n, int64_t kc, float *out);
-
-/* Tests and benchmarks: make dl_sgemm use `isa` from now on (process-wide;
- * not while other threads are in dl_sgemm). Returns false, changing
- * nothing, if this CPU cannot run it. */
-bool dl_gemm_force_isa(dl_gemm_isa_id isa);
-/* "avx512", "avx2" or "portable": the ISA dl_sgemm uses now. */
-const char *dl_gemm_isa_name(void);
 
 #endif

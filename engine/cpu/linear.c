@@ -7,7 +7,7 @@
  * y, dx, dW, db are rounded to half, as CUDA autocast's half GEMMs do. */
 #include "kinds.h"
 
-#include "gemm.h"
+#include "sgemm.h"
 #include "half.h"
 #include "mem.h"
 #include "philox.h"
