@@ -3,6 +3,7 @@
 #define DLCHECK_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Exit codes (docs/design.md). */
@@ -27,6 +28,15 @@ void cli_progress(void *user, const char *scenario, const char *what, int64_t st
                   int64_t steps);
 void cli_progress_done(void);
 bool cli_stdout_is_tty(void);
+/* run/record (cli/scratch.c): the scratch folder $TMPDIR/dlcheck-PID-XXXXXX
+ * into out (stale ones of dead processes removed first), and its removal;
+ * a thread that takes SIGINT/SIGTERM/SIGHUP, removes the files being
+ * written and the scratch folder and exits 128 + signal. Each returns an
+ * exit code on failure (with a message), else -1. */
+int cli_scratch_make(char *out, size_t len);
+void cli_scratch_remove(void);
+int cli_signals_start(void);
+
 /* This machine's environment fingerprint as JSON (for the reports), or NULL. */
 const char *cli_env_json(void);
 

@@ -1,5 +1,5 @@
 /* dlcheck run / record. */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
 #include "run/backend_open.h"
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char run_help[] =
@@ -109,6 +110,12 @@ static int parse_args(int argc, char **argv, run_args *a) {
   }
   if (a->ndirs == 0) {
     fprintf(stderr, "dlcheck: name at least one scenario directory\n%s", run_help);
+    return EXIT_USAGE;
+  }
+  struct stat gd;
+  if (a->golden_dir && stat(a->golden_dir, &gd) == 0 && !S_ISDIR(gd.st_mode)) {
+    fprintf(stderr, "dlcheck: --golden-dir %s is not a folder: give the folder that holds "
+                    "<scenario>/<backend>.h5\n", a->golden_dir);
     return EXIT_USAGE;
   }
   dlc_device device;
@@ -337,17 +344,17 @@ int cmd_run(int argc, char **argv, bool record) {
   int nowned = 0;
   code = expand_dirs(&a, &owned, &nowned);
   if (code >= 0) return code;
-  char workdir[] = "/tmp/dlcheck-XXXXXX";
-  if (!mkdtemp(workdir)) {
-    perror("dlcheck: cannot create a scratch directory in /tmp");
-    for (int i = 0; i < nowned; i++) free(owned[i]);
-    free(owned);
-    return EXIT_ENVIRONMENT;
-  }
-  char traces[4096];
+  char workdir[4096], traces[4096];
   if (a.out && dlc_path(traces, sizeof traces, "%s/traces", a.out)) {
     fprintf(stderr, "dlcheck: %s\n", dl_last_error());
-    return EXIT_USAGE;
+    code = EXIT_USAGE;
+  }
+  if (code < 0) code = cli_signals_start();
+  if (code < 0) code = cli_scratch_make(workdir, sizeof workdir);
+  if (code >= 0) {
+    for (int i = 0; i < nowned; i++) free(owned[i]);
+    free(owned);
+    return code;
   }
   dlc_exec_options o = {.root = cli_root(), .golden_dir = a.golden_dir, .backend = a.backend,
                         .workdir = workdir, .pitfalls = a.pitfalls, .progress = cli_progress,
@@ -362,7 +369,7 @@ int cmd_run(int argc, char **argv, bool record) {
   }
   if (code < 0) code = run_scenarios(&a, record, &o);
   if (o.comm) code = finish_mpi(&o, code);
-  rmdir(workdir);
+  cli_scratch_remove();
   for (int i = 0; i < nowned; i++) free(owned[i]);
   free(owned);
   return code;

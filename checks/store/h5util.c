@@ -538,6 +538,14 @@ static dl_status check_header(int fd, const char *path, const char *magic) {
   if (n < DLC_H5_USERBLOCK || !parse_header(header, magic, &stored))
     return dl_fail(DL_ERR_FORMAT, "%s: not a file dlcheck wrote, or a damaged one: it does not "
                    "start with the '%.*s' header", path, (int)strcspn(magic, "\n"), magic);
+  /* The seal covers bytes 512 on; the rest of the header must be NUL, so
+   * that no byte of the file can change unnoticed. */
+  size_t end = strlen(magic) + 6 + 16 + 1;
+  for (size_t i = end; i < DLC_H5_USERBLOCK; i++)
+    if (header[i] != '\0')
+      return dl_fail(DL_ERR_FORMAT, "%s: byte %zu of the 512-byte header is not zero: the "
+                     "unused part of the header (bytes %zu-511) must be zero; the file was "
+                     "changed after dlcheck wrote it", path, i, end);
   DL_TRY(hash_after_userblock(fd, path, &computed));
   if (computed == stored) return DL_OK;
   return dl_fail(DL_ERR_FORMAT, "%s: checksum mismatch (stored %016" PRIx64 ", computed %016"

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 enum { WHERE_MAX = DLC_PATH_MAX + 64, ENCODED_MAX = 3 * DLC_NAME_MAX + 1, KIND_MAX = 16 };
@@ -471,10 +472,13 @@ static dl_status close_and_seal(hid_t *file, const dl_atomic_file *out, const ch
 
 /* Crash tests (tests/cli): DLCHECK_FAILPOINT=before_rename kills the
  * process once the new file is complete but not yet renamed over the old
- * one, as a power cut or OOM kill would. Nothing else reads the variable. */
+ * one, as a power cut or OOM kill would; sleep_before_rename waits there a
+ * minute instead, for a test to send a signal while the temporary exists.
+ * Nothing else reads the variable. */
 static void failpoint(const char *name) {
   const char *armed = getenv("DLCHECK_FAILPOINT");
   if (armed && strcmp(armed, name) == 0) raise(SIGKILL);
+  if (armed && strncmp(armed, "sleep_", 6) == 0 && strcmp(armed + 6, name) == 0) sleep(60);
 }
 
 static dl_status check_envelope(const char *path, const dlc_envelope *e,

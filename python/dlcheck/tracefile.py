@@ -376,6 +376,12 @@ def check_seal(path: Union[str, os.PathLike], magic: bytes = MAGIC) -> None:
             first = magic.decode().split("\n")[0]
             raise TraceFormatError(f"{path}: not a file dlcheck wrote, or a damaged one: it does "
                                    f"not start with the '{first}' header")
+        end = m + 23
+        if any(header[end:USERBLOCK]):
+            at = end + next(i for i, c in enumerate(header[end:USERBLOCK]) if c)
+            raise TraceFormatError(f"{path}: byte {at} of the 512-byte header is not zero: the "
+                                   f"unused part of the header (bytes {end}-511) must be zero; "
+                                   "the file was changed after dlcheck wrote it")
         stored, computed = int(digits, 16), _hash_after_userblock(f)
     if stored != computed:
         raise TraceFormatError(f"{path}: checksum mismatch (stored {stored:016x}, computed "

@@ -132,6 +132,19 @@ def test_a_flipped_byte_is_refused_by_c_and_python(tmp_path, run_c):
         read_trace(path)
 
 
+@pytest.mark.parametrize("offset", [39, 100, 511])
+def test_a_flipped_byte_in_the_unused_header_is_refused_by_c_and_python(tmp_path, run_c,
+                                                                      offset):
+    # The seal hashes bytes 512 on; bytes 39-511 of the header must be zero.
+    path = write_trace(tmp_path / "t.h5", small_trace())
+    assert read_trace(path).run  # zero there as written
+    flip_byte(path, offset)
+    r = run_c("compare", path, path)
+    assert r.returncode == 2 and f"byte {offset} of the 512-byte header" in r.stderr
+    with pytest.raises(TraceFormatError, match=rf"t\.h5: byte {offset} of the 512-byte header"):
+        read_trace(path)
+
+
 def test_headers_that_are_not_ours_are_refused(tmp_path):
     path = write_trace(tmp_path / "t.h5", small_trace())
     flip_byte(path, 3)
