@@ -140,40 +140,48 @@ static dl_status record_load(dlc_rank *r, dl_status load, const dl_load_report *
                                   (load != DL_OK));
 }
 
-static dl_status restore_state(dlc_rank *r, const ckpt_paths *paths, progress_state *p) {
+/* The model from the fresh engine's point of view. A failed load is
+ * evidence, not the end: training goes on from the fresh weights, as a
+ * pipeline that catches the exception would. */
+static dl_status restore_model(dlc_rank *r, const ckpt_paths *paths) {
   const dlc_checkpoint_config *c = &r->cfg->checkpoint;
   DL_TRY(dlc_rank_rebuild_model(r, c->change_architecture));
   dl_load_report rep = {0};
-  /* A failed load is evidence, not the end: training goes on from the
-   * fresh weights, as a pipeline that catches the exception would. */
   dl_status load = dl_model_load_state(r->net.model, paths->model, "model", c->strict, &rep);
-  if (load != DL_OK && load != DL_ERR_INVALID) {
-    dl_load_report_free(&rep);
-    return load;
-  }
-  dl_status s = record_load(r, load, &rep);
+  dl_status s = load != DL_OK && load != DL_ERR_INVALID ? load : record_load(r, load, &rep);
   dl_load_report_free(&rep);
-  DL_TRY(s);
-  if (c->optimizer) {
-    dl_status os = save_or_load_optimizer(r, paths->optim, false);
-    if (os != DL_OK && os != DL_ERR_INVALID) return os;
-    if (os != DL_OK && r->rank == 0) {
-      /* Moments of another architecture: training goes on with fresh ones. */
-      double problems = 0;
-      dlc_trace_metric(r->sh->trace, "ckpt_problems", &problems);
-      DL_TRY(dlc_trace_set_metric(r->sh->trace, "ckpt_problems", problems + 1));
-      DL_TRY(dlc_trace_set_note(r->sh->trace, "checkpoint_optimizer", dl_last_error()));
-    }
-  }
+  return s;
+}
+
+/* Moments of another architecture: training goes on with fresh ones. */
+static dl_status restore_optimizer(dlc_rank *r, const ckpt_paths *paths) {
+  dl_status os = save_or_load_optimizer(r, paths->optim, false);
+  if (os != DL_OK && os != DL_ERR_INVALID) return os;
+  if (os == DL_OK || r->rank != 0) return DL_OK;
+  double problems = 0;
+  dlc_trace_metric(r->sh->trace, "ckpt_problems", &problems);
+  DL_TRY(dlc_trace_set_metric(r->sh->trace, "ckpt_problems", problems + 1));
+  return dlc_trace_set_note(r->sh->trace, "checkpoint_optimizer", dl_last_error());
+}
+
+/* A fresh scaler, with the saved scale when the checkpoint holds it (C2). */
+static dl_status restore_scaler(dlc_rank *r, const ckpt_paths *paths, progress_state *p) {
   const dlc_precision_config *pc = &r->cfg->precision;
   dl_scaler_init(&r->train.scaler, r->train.scaler.mode, pc->init_scale, pc->growth_factor,
                  pc->backoff_factor, pc->growth_interval);
-  if (c->scaler) {
-    dl_named_tensor sc[] = {{"scale", &p->scale}, {"growth_tracker", &p->tracker}};
-    DL_TRY(dl_state_load(paths->scaler, "scaler", sc, 2, true, NULL));
-    r->train.scaler.scale = *dl_f32(&p->scale);
-    r->train.scaler.growth_tracker = (int)*i64(&p->tracker);
-  }
+  if (!r->cfg->checkpoint.scaler) return DL_OK;
+  dl_named_tensor sc[] = {{"scale", &p->scale}, {"growth_tracker", &p->tracker}};
+  DL_TRY(dl_state_load(paths->scaler, "scaler", sc, 2, true, NULL));
+  r->train.scaler.scale = *dl_f32(&p->scale);
+  r->train.scaler.growth_tracker = (int)*i64(&p->tracker);
+  return DL_OK;
+}
+
+static dl_status restore_state(dlc_rank *r, const ckpt_paths *paths, progress_state *p) {
+  const dlc_checkpoint_config *c = &r->cfg->checkpoint;
+  DL_TRY(restore_model(r, paths));
+  if (c->optimizer) DL_TRY(restore_optimizer(r, paths));
+  DL_TRY(restore_scaler(r, paths, p));
   dl_named_tensor items[] = {{"step", &p->step}, {"epoch", &p->epoch},
                              {"position", &p->pos}, {"rng_offset", &p->rng_offset}};
   DL_TRY(dl_state_load(paths->progress, "progress", items, c->rng ? 4 : 1, true, NULL));

@@ -104,6 +104,14 @@ dl_status dlc_cursor_next(dlc_data_cursor *d, dl_batch *dst) {
   }
 }
 
+void dlc_batch_rows(const dl_batch *b, int64_t rows, dl_tensor *x, dl_tensor *y) {
+  *x = b->x;
+  *y = b->y;
+  x->shape[0] = y->shape[0] = rows;
+  x->numel = x->numel / b->capacity * rows;
+  y->numel = y->numel / b->capacity * rows;
+}
+
 /* a * b into *out unless it leaves int64 (both >= 0). */
 static bool mul_fits(int64_t a, int64_t b, int64_t *out) {
   return !__builtin_mul_overflow(a, b, out);

@@ -38,10 +38,8 @@ static dl_status eval_batches(dlc_rank *r, const dl_indices *idx, dl_batch *b,
   for (int64_t pos = 0; pos < idx->n; pos += B) {
     int64_t take = idx->n - pos < B ? idx->n - pos : B;
     DL_TRY(dl_dataset_gather(&r->sh->eval, idx->v + pos, take, b));
-    dl_tensor x = b->x, y = b->y;
-    x.numel = x.numel / b->capacity * take;
-    y.numel = y.numel / b->capacity * take;
-    x.shape[0] = y.shape[0] = take;
+    dl_tensor x, y;
+    dlc_batch_rows(b, take, &x, &y);
     /* Every inference call draws its own noise, as each forward call in
      * PyTorch does: dropout left on (M1) shows up as outputs that vary. */
     dl_ctx ctx = {.grad_enabled = !no_grad, .autocast = r->cfg->precision.autocast,

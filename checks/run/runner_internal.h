@@ -113,6 +113,9 @@ void dlc_cursor_seek(dlc_data_cursor *d, int64_t epoch, int64_t pos, uint64_t rn
 /* D8: evaluation drew from the training stream; later epochs shuffle
  * with another key (the current order stays). */
 void dlc_cursor_shift_key(dlc_data_cursor *d);
+/* x and y of the first `rows` rows of b: views of its tensors (a short
+ * last batch uses the first rows). */
+void dlc_batch_rows(const dl_batch *b, int64_t rows, dl_tensor *x, dl_tensor *y);
 /* Blobs and tokens: the rows drawn (training and evaluation together) and
  * the evaluation's share; DL_ERR_INVALID naming the keys to change when a
  * size computed from them (rows x dim or max_len, in bytes) would overflow. */

@@ -88,17 +88,10 @@ static dl_status loss_op_drift(dlc_rank *r, const dl_ce_desc *ce, const dl_tenso
   return DL_OK;
 }
 
-static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double *loss) {
+/* The micro-batch loss: the run's cross-entropy, its gradient scaled by
+ * the loss scale and weight, and divided by K for a mean (G2 forgets to). */
+static dl_ce_desc micro_loss(const dlc_rank *r) {
   const dlc_run_config *c = r->cfg;
-  int64_t ids[b->n > 0 ? b->n : 1];
-  dl_ctx ctx = train_ctx(r, b, ids);
-  DL_TRY(sync_buffers(r));
-  dl_tensor x = b->x, y = b->y;
-  x.shape[0] = y.shape[0] = b->n; /* a short last batch uses the first rows */
-  x.numel = x.numel / b->capacity * b->n;
-  y.numel = y.numel / b->capacity * b->n;
-  const dl_tensor *out;
-  DL_TRY(dl_model_forward(r->net.model, &ctx, &x, &out));
   dl_ce_desc ce = dl_ce_default();
   ce.reduction = c->loss.reduction;
   ce.label_smoothing = c->loss.label_smoothing;
@@ -110,20 +103,36 @@ static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double
   float k_div = c->bug.loss_not_divided || sum ? 1.0f : (float)c->accumulation;
   float scale = dl_scaler_factor(&r->train.scaler) * c->loss_weight;
   ce.grad_scale = scale / k_div;
-  dl_tensor weights = {0};
-  if (tokens > 0 && !c->bug.token_mean_per_micro) {
-    /* Mean over all tokens of the accumulated (and data-parallel) batch:
-     * weight W/total per token; DDP's gradient mean divides the W out. */
-    DL_TRY(dl_tensor_alloc(&weights, DL_F32, y.ndim, y.shape, "token weights"));
-    for (int64_t i = 0; i < weights.numel; i++)
-      dl_f32(&weights)[i] = (float)r->world / tokens;
-    ce.reduction = DL_REDUCTION_SUM;
-    ce.row_weight = &weights;
-    ce.grad_scale = scale;
-  }
-  dl_tensor dlogits = {0};
+  return ce;
+}
+
+/* Mean over all tokens of the accumulated (and data-parallel) batch:
+ * weight W/total per token; DDP's gradient mean divides the W out. */
+static dl_status token_weights(const dlc_rank *r, const dl_tensor *y, float tokens,
+                               dl_ce_desc *ce, dl_tensor *weights) {
+  DL_TRY(dl_tensor_alloc(weights, DL_F32, y->ndim, y->shape, "token weights"));
+  for (int64_t i = 0; i < weights->numel; i++) dl_f32(weights)[i] = (float)r->world / tokens;
+  ce->reduction = DL_REDUCTION_SUM;
+  ce->row_weight = weights;
+  ce->grad_scale = dl_scaler_factor(&r->train.scaler) * r->cfg->loss_weight;
+  return DL_OK;
+}
+
+static dl_status micro_step(dlc_rank *r, const dl_batch *b, float tokens, double *loss) {
+  const dlc_run_config *c = r->cfg;
+  int64_t ids[b->n > 0 ? b->n : 1];
+  dl_ctx ctx = train_ctx(r, b, ids);
+  DL_TRY(sync_buffers(r));
+  dl_tensor x, y;
+  dlc_batch_rows(b, b->n, &x, &y);
+  const dl_tensor *out;
+  DL_TRY(dl_model_forward(r->net.model, &ctx, &x, &out));
+  dl_ce_desc ce = micro_loss(r);
+  dl_tensor weights = {0}, dlogits = {0};
+  dl_status s = DL_OK;
+  if (tokens > 0 && !c->bug.token_mean_per_micro) s = token_weights(r, &y, tokens, &ce, &weights);
   float l = 0;
-  dl_status s = dl_cross_entropy(&ce, out, &y, &l, NULL, &dlogits);
+  if (!s) s = dl_cross_entropy(&ce, out, &y, &l, NULL, &dlogits);
   if (!s && ce.half_dtype) s = loss_op_drift(r, &ce, out, &y, l);
   if (!s) s = dl_model_backward(r->net.model, &ctx, &dlogits);
   dl_tensor_free(&dlogits);
