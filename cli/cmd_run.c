@@ -9,6 +9,7 @@
 #include "trace/trace.h"
 #include "report/report.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,10 @@ static int parse_args(int argc, char **argv, run_args *a) {
  * with global batch / N samples, so that the global batch, and with it the
  * comparison against one process, stays what the scenario says. */
 static dl_status set_world(dlc_run_config *c, int world) {
+  /* Checked before multiplying: a huge batch times the world overflows. */
+  if (c->data.batch < 1 || c->parallel.world < 1 || c->data.batch > INT64_MAX / c->parallel.world)
+    return dl_fail(DL_ERR_INVALID, "run %s: a batch of %lld on each of %d ranks is out of range",
+                   c->name, (long long)c->data.batch, c->parallel.world);
   int64_t global = c->data.batch * c->parallel.world;
   if (global % world)
     return dl_fail(DL_ERR_INVALID,

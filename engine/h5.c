@@ -1,6 +1,10 @@
 #include "h5.h"
 
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 dl_h5_quiet dl_h5_quiet_begin(void) {
   dl_h5_quiet q = {0};
@@ -52,20 +56,30 @@ H5_index_t dl_h5_link_order(hid_t g) {
   return (flags & H5P_CRT_ORDER_INDEXED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
 }
 
+static atomic_bool close_failed;
+
+bool dl_h5_close_failed(void) { return atomic_load(&close_failed); }
+
 dl_status dl_h5_close(hid_t *file, const char *name, dl_status s) {
   if (*file < 0) return s;
   dl_h5_quiet q = dl_h5_quiet_begin();
+  errno = 0;
   if (H5Fclose(*file) < 0) {
+    int err = errno;
+    atomic_store(&close_failed, true);
     char why[160];
     dl_h5_reason(why);
+    /* HDF5's text for a failed write spans lines ("time = ...\n, errno =
+     * 28, ...", cut at 160 bytes): the errno says it. */
+    const char *e = strstr(why, "errno = ");
+    if (e && atoi(e + 8) > 0) snprintf(why, sizeof why, "%s", strerror(atoi(e + 8)));
+    else if (strstr(why, "write failed") && err) snprintf(why, sizeof why, "%s", strerror(err));
     if (s == DL_OK)
       s = dl_fail(DL_ERR_IO, "cannot finish writing %s (%s): disk full or file too large?",
                   name, why);
-    /* A failed close leaves the id open; release every reference now. */
-    for (int i = 0; i < 64 && H5Iis_valid(*file) > 0; i++)
-      if (H5Idec_ref(*file) < 0) break;
   }
   dl_h5_quiet_end(q);
   *file = H5I_INVALID_HID;
   return s;
 }
+

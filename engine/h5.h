@@ -7,6 +7,7 @@
 #include "status.h"
 
 #include <hdf5.h>
+#include <stdbool.h>
 
 /* HDF5 prints its error stack to stderr by default; we report errors
  * through dl_fail instead, so printing is off between begin and end, which
@@ -30,12 +31,16 @@ const char *dl_h5_reason(char buf[160]);
 hid_t dl_h5_file_access(void);
 
 /* Closes the HDF5 file *file (nothing if negative) and sets it to
- * H5I_INVALID_HID; `name` names it in the message. When HDF5 cannot close
- * it (flushing failed: disk full, file too large), its id is released all
- * the same, so that HDF5's exit handler does not try again (it crashed
- * doing so). Returns s when s is a failure already (its message kept),
- * else DL_ERR_IO if closing failed, else DL_OK. */
+ * H5I_INVALID_HID; `name` names it in the message. Returns s when s is a
+ * failure already (its message kept), else DL_ERR_IO if closing failed
+ * (flushing failed: disk full, file too large), else DL_OK. */
 dl_status dl_h5_close(hid_t *file, const char *name, dl_status s);
+/* Whether a close failed in this process. HDF5 (1.10) keeps such a file
+ * half closed, and its exit handler crashes on it (SIGSEGV at exit after
+ * "errno = 28"); releasing the id crashes the same way. A program that
+ * sees true ends with _exit, after flushing its output, so that the
+ * handler never runs (the CLI does, cli/main.c). */
+bool dl_h5_close_failed(void);
 
 /* The order to list group g's links in: creation order where the group
  * indexes it (ours do), else name order (files written without it). */

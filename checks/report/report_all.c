@@ -51,18 +51,17 @@ dl_status dlc_report_remove_all(const char *dir) {
   return DL_OK;
 }
 
-/* All three or none: a report written before a later one failed is removed
- * again, so that the folder never holds a report of a run that failed to
- * finish its reports. */
+/* All three or none: when one fails, every one is removed (those just
+ * written and an earlier run's copy of the one that failed), so that the
+ * folder never holds a report of a run that failed to finish its reports. */
 dl_status dlc_report_write_all(const char *dir, const dlc_scenario_result *results, int n,
                                const char *env_json) {
   char paths[NREPORTS][DLC_PATH_MAX];
   DL_TRY(report_paths(dir, paths));
   DL_TRY(make_dir(dir));
   dl_status s = dlc_report_json(paths[0], results, n, env_json);
-  int written = 0;
-  if (s == DL_OK) written++, s = dlc_report_junit(paths[1], results, n);
-  if (s == DL_OK) written++, s = dlc_report_html(paths[2], results, n, env_json);
-  for (int i = 0; s != DL_OK && i < written; i++) unlink(paths[i]);
+  if (s == DL_OK) s = dlc_report_junit(paths[1], results, n);
+  if (s == DL_OK) s = dlc_report_html(paths[2], results, n, env_json);
+  for (int i = 0; s != DL_OK && i < NREPORTS; i++) unlink(paths[i]);
   return s;
 }
