@@ -24,6 +24,7 @@
 #include "host_backend.h"
 #include "run/runner.h"
 #include "scenario/scenario.h"
+#include "tmpdir.h"
 
 static const dlc_check_spec *find_check(const dlc_scenario *s, const char *name) {
   for (int i = 0; i < s->nchecks; i++)
@@ -36,8 +37,8 @@ static const dlc_check_spec *find_check(const dlc_scenario *s, const char *name)
 static void run_as(const dlc_scenario *s, const dl_backend *b, const char *as, dlc_trace *t) {
   int i = dlc_scenario_find_run(s, "cpu");
   assert_true(i >= 0);
-  char workdir[] = "/tmp/dlcheck-beq-XXXXXX";
-  assert_non_null(mkdtemp(workdir));
+  char workdir[DL_TMP_PATH_MAX];
+  assert_non_null(make_tmp_dir(workdir, sizeof workdir, "dlcheck-beq-XXXXXX"));
   dlc_run_options o = {.root = DL_SOURCE_DIR, .scenario = s->name, .workdir = workdir,
                        .backend_override = b};
   if (dlc_run(&s->runs[i], &o, t) != DL_OK) fail_msg("%s", dl_last_error());

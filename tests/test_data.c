@@ -1,5 +1,7 @@
 /* Datasets (engine/data.c): the committed HDF5 fixtures, corrupt and
  * malformed files, the synthetic generators and batch gathering. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp (tmpdir.h) */
+
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,14 +17,17 @@
 
 #include "data.h"
 #include "mem.h"
+#include "tmpdir.h"
 
 #define FIXTURE(name) DL_SOURCE_DIR "/fixtures/" name
 
-static char tmp_path[256];
+static char tmp_path[DL_TMP_PATH_MAX + 96];
 
-/* A path in /tmp unique to this process and `tag`. */
+/* A path in $TMPDIR (else /tmp) unique to this process and `tag`. */
 static const char *tmp_file(const char *tag) {
-  snprintf(tmp_path, sizeof tmp_path, "/tmp/dl_test_data_%ld_%s", (long)getpid(), tag);
+  char name[96];
+  snprintf(name, sizeof name, "dl_test_data_%ld_%.60s", (long)getpid(), tag);
+  assert_non_null(tmp_path_make(tmp_path, sizeof tmp_path, name));
   return tmp_path;
 }
 

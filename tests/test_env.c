@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "store/env.h"
+#include "tmpdir.h"
 
 #include <ctype.h>
 #include <gnu/libc-version.h>
@@ -89,12 +90,13 @@ static void json_reads_in_python(void **state) {
   dlc_env_fingerprint(&e);
   snprintf(e.cpu_model, sizeof e.cpu_model, "tab\there \"quoted\" back\\slash \x01 na\xc3\xafve");
   char *json = json_of(&e);
-  char path[] = "/tmp/dlc_env_json_XXXXXX";
+  char path[DL_TMP_PATH_MAX + 32];
+  assert_non_null(tmp_path_make(path, sizeof path, "dlc_env_json_XXXXXX"));
   int fd = mkstemp(path);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
   close(fd);
-  char cmd[512], out[2048], want[2048];
+  char cmd[512 + sizeof path], out[2048], want[2048];
   snprintf(cmd, sizeof cmd,
            "/usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
            "print(\",\".join(d)); print(d[\"cpu_model\"].encode().hex())' %s", path);

@@ -30,6 +30,7 @@
 #include "run/runner.h"
 #include "scenario/scenario.h"
 #include "store/trace_io.h"
+#include "tmpdir.h"
 
 enum { REPEATS = 5 };
 
@@ -46,8 +47,8 @@ static dlc_run_config cpu_run(void) {
 /* Run c of scenario s with options o, in a fresh work folder. */
 static void run_as(const dlc_scenario *s, const dlc_run_config *c, dlc_run_options o,
                    dlc_trace *t) {
-  char workdir[] = "/tmp/dlcheck-env-XXXXXX";
-  assert_non_null(mkdtemp(workdir));
+  char workdir[DL_TMP_PATH_MAX];
+  assert_non_null(make_tmp_dir(workdir, sizeof workdir, "dlcheck-env-XXXXXX"));
   o.root = DL_SOURCE_DIR;
   o.scenario = s->name;
   o.workdir = workdir;
@@ -172,8 +173,8 @@ static void tf32_fails(void **state) {
  * one recorded before calibration existed) reads as single. */
 static void envelope_survives_the_file(void **state) {
   (void)state;
-  char dir[] = "/tmp/dlcheck-envio-XXXXXX", path[64];
-  assert_non_null(mkdtemp(dir));
+  char dir[DL_TMP_PATH_MAX], path[DL_TMP_PATH_MAX + 8];
+  assert_non_null(make_tmp_dir(dir, sizeof dir, "dlcheck-envio-XXXXXX"));
   snprintf(path, sizeof path, "%s/g.h5", dir);
   static dlc_golden_meta meta;
   assert_int_equal(dlc_golden_meta_init(&meta), DL_OK);

@@ -28,6 +28,7 @@
 #include "run/locate.h"
 #include "scenario/scenario.h"
 #include "store/trace_io.h"
+#include "tmpdir.h"
 
 static dlc_scenario *scn;
 
@@ -49,7 +50,7 @@ typedef struct pair {
   inject plain, changed;
   dl_backend ba, bb;
   dlc_run_options oa, ob;
-  char workdir[32];
+  char workdir[DL_TMP_PATH_MAX];
 } pair;
 
 static void make_pair(pair *p, inject changed, int64_t stats_every) {
@@ -62,8 +63,7 @@ static void make_pair(pair *p, inject changed, int64_t stats_every) {
   p->changed = changed;
   p->ba = inject_table(&p->plain);
   p->bb = inject_table(&p->changed);
-  snprintf(p->workdir, sizeof p->workdir, "/tmp/dlcheck-loc-XXXXXX");
-  assert_non_null(mkdtemp(p->workdir));
+  assert_non_null(make_tmp_dir(p->workdir, sizeof p->workdir, "dlcheck-loc-XXXXXX"));
   p->oa = (dlc_run_options){.root = DL_SOURCE_DIR, .scenario = scn->name, .workdir = p->workdir,
                             .backend_override = &p->ba};
   p->ob = p->oa;
@@ -128,7 +128,7 @@ static void trace_case(inject changed, const char *layer, int64_t at) {
   train(&p.ca, &p.oa, &t[0]);
   train(&p.cb, &p.ob, &t[1]);
   for (int i = 0; i < 2; i++) {
-    char path[64];
+    char path[DL_TMP_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/%d.h5", p.workdir, i);
     assert_int_equal(dlc_trace_save(path, &t[i], NULL), DL_OK);
     assert_int_equal(dlc_trace_load(path, &back[i], NULL), DL_OK);
@@ -153,7 +153,7 @@ static void golden_case(inject changed, int64_t step, const char *layer, int64_t
   every.stats_from = 0;
   every.stats_to = INT64_MAX;
   train(&p.ca, &every, &saved);
-  char path[64];
+  char path[DL_TMP_PATH_MAX + 16];
   snprintf(path, sizeof path, "%s/golden.h5", p.workdir);
   assert_int_equal(dlc_trace_save(path, &saved, NULL), DL_OK);
   assert_int_equal(dlc_trace_load(path, &golden, NULL), DL_OK);

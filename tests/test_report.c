@@ -23,6 +23,7 @@
 #include "report/format.h"
 #include "report/report.h"
 #include "report/svg_plot.h"
+#include "tmpdir.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -36,7 +37,7 @@
 #define XMLLINT "/usr/bin/xmllint"
 #define SCHEMA DL_SOURCE_DIR "/tests/data/junit.xsd"
 
-static char tmp_root[64];
+static char tmp_root[DL_TMP_PATH_MAX];
 
 /* Evidence that needs escaping in every format. \x01 is legal (escaped) in
  * JSON and replaced by U+FFFD in XML, which cannot carry it. */
@@ -987,11 +988,7 @@ static void test_svg_edge_cases(void **state) {
 }
 
 int main(void) {
-  snprintf(tmp_root, sizeof tmp_root, "/tmp/dlc_report_XXXXXX");
-  if (!mkdtemp(tmp_root)) {
-    perror("mkdtemp");
-    return 1;
-  }
+  if (!make_tmp_dir(tmp_root, sizeof tmp_root, "dlc_report_XXXXXX")) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_result_ok, setup, teardown),
       cmocka_unit_test(test_result_free),
@@ -1013,8 +1010,8 @@ int main(void) {
       cmocka_unit_test(test_svg_edge_cases),
   };
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
+  char cmd[sizeof tmp_root + 16];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_root);
   return failed;
 }

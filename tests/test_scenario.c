@@ -18,6 +18,7 @@
 
 #include "judge/check.h"
 #include "scenario/scenario.h"
+#include "tmpdir.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@
 
 #define FIXTURES DL_SOURCE_DIR "/tests/data/scenarios/"
 
-static char tmp_root[64];
+static char tmp_root[DL_TMP_PATH_MAX];
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -909,8 +910,7 @@ static void test_dot_dir(void **state) {
 
 static int make_tmp(void **state) {
   (void)state;
-  snprintf(tmp_root, sizeof tmp_root, "/tmp/dlc_scenario_XXXXXX");
-  return mkdtemp(tmp_root) ? 0 : -1;
+  return make_tmp_dir(tmp_root, sizeof tmp_root, "dlc_scenario_XXXXXX") ? 0 : -1;
 }
 
 static int remove_tmp(void **state) {

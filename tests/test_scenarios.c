@@ -13,6 +13,7 @@
 
 #include "judge/catalogue.h"
 #include "run/execute.h"
+#include "tmpdir.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -34,9 +35,9 @@ static void mark_caught(const char *id) {
 }
 
 static void run_one(const char *name) {
-  char dir[1024], work[] = "/tmp/dlcheck-test-XXXXXX";
+  char dir[1024], work[DL_TMP_PATH_MAX];
   snprintf(dir, sizeof dir, "%s/scenarios/%s", DL_SOURCE_DIR, name);
-  assert_non_null(mkdtemp(work));
+  assert_non_null(make_tmp_dir(work, sizeof work, "dlcheck-test-XXXXXX"));
   dlc_scenario *s;
   if (dlc_scenario_load(&s, dir)) fail_msg("%s", dl_last_error());
   dlc_exec_options o = {.root = DL_SOURCE_DIR, .backend = "cpu", .workdir = work,
