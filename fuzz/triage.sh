@@ -15,24 +15,27 @@ shift
 status=0
 for f in "$@"; do
   out=$("$bin" -runs=1 -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 "$f" 2>&1)
-  kind=$(printf '%s\n' "$out" | grep -oE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer|UndefinedBehaviorSanitizer): [a-z-]+|runtime error|dlc_fuzz: .* open' |
+  kind=$(printf '%s\n' "$out" | grep -oE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer|UndefinedBehaviorSanitizer): [A-Za-z-]+|runtime error|dlc_fuzz: .* open' |
          head -1 | sed -E 's/^ERROR: [A-Za-z]+: //; s/^dlc_fuzz: .*/hdf5-handle-left-open/')
   [ -n "$kind" ] || kind=$(printf '%s\n' "$out" | grep -q 'deadly signal' && echo deadly-signal)
   if [ -z "$kind" ]; then
     printf '%s %s %s %s\n' "$(basename "$f")" none - "does not reproduce"
     continue
   fi
-  # The first frame that is ours or a library's.
-  where=$(printf '%s\n' "$out" | grep -E '^ +#[0-9]+ 0x' |
-    grep -vE ' in (__interceptor_|__asan|__sanitizer|__lsan|__ubsan|__interception|fuzzer::|malloc|calloc|realloc|free|abort|raise|__libc|__GI_|_start|main|operator)' |
-    grep -vE '\((/lib/x86_64-linux-gnu/)?libc\.so|libstdc\+\+|/fuzz_[a-z_]+\+0x' | head -1)
+  # The first frames that are ours or a library's: the first decides.
+  frames=$(printf '%s\n' "$out" | grep -E '^ +#[0-9]+ 0x' |
+    grep -vE ' in (__interceptor_|__asan|__sanitizer|__lsan|__ubsan|__interception|fuzzer::|((aligned_|posix_mem|mem)?alloc|malloc|calloc|realloc|free|abort|raise|_start|main) |__libc|__GI_|__mem|__str|operator)' |
+    grep -vE 'sysdeps/|\((/lib/x86_64-linux-gnu/)?libc\.so|libstdc\+\+|/fuzz_[a-z_]+\+0x' | head -4)
+  where=$(printf '%s\n' "$frames" | head -1)
   func=$(printf '%s\n' "$where" | sed -nE 's/.* in ([^ ]+).*/\1/p')
-  src=$(printf '%s\n' "$where" | grep -oE '/[^ ]+\.c:[0-9]+' | sed "s|^.*/\(engine\|checks\|fuzz\)/|\1/|")
   lib=$(printf '%s\n' "$where" | grep -oE 'lib(hdf5|fyaml|xxhash)[^ +)]*' | head -1)
+  # dlcheck's frames as FUNC(FILE:LINE), innermost first.
+  src=$(printf '%s\n' "$frames" | sed -nE 's|.* in ([^ ]+) /[^ ]*/((engine\|checks\|fuzz)/[^ ]+\.c:[0-9]+).*|\1(\2)|p' |
+        paste -sd '<' -)
   if [ -n "$lib" ]; then
     printf '%s %s library %s:%s\n' "$(basename "$f")" "$kind" "$lib" "${func:-?}"
   else
-    printf '%s %s dlcheck %s %s\n' "$(basename "$f")" "$kind" "${src:-?}" "${func:-?}"
+    printf '%s %s dlcheck %s\n' "$(basename "$f")" "$kind" "${src:-${func:-?}}"
     status=1
   fi
 done
