@@ -14,6 +14,7 @@
 #include "atomic_file.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,7 +329,17 @@ static dl_status save_traces(trace_source *src, int variant, const dlc_trace *t)
   return st;
 }
 
+/* MPI fault tests (tests/cli/test_mpi.sh): DLCHECK_FAILPOINT=kill_rank_1
+ * kills rank 1 as its first run starts, so that the other ranks' next
+ * collective fails. Nothing else reads the variable. */
+static void kill_rank_failpoint(const dlc_exec_options *o) {
+  const char *armed = getenv("DLCHECK_FAILPOINT");
+  if (armed && o->comm && strcmp(armed, "kill_rank_1") == 0 && dl_comm_rank(o->comm) == 1)
+    raise(SIGKILL);
+}
+
 static dl_status train_traces(trace_source *src, int variant, dlc_trace *out) {
+  kill_rank_failpoint(src->o);
   const dlc_scenario *s = src->s;
   const dlc_variant *v = variant < 0 ? NULL : &s->variants[variant];
   char label[DLC_NAME_MAX + 16] = "";

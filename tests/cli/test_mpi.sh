@@ -41,5 +41,21 @@ run_mpi 2 ddp "$ROOT/scenarios/ddp_equiv"
 run_mpi 3 ddp "$ROOT/scenarios/ddp_equiv"
 run_mpi 3 determinism "$ROOT/scenarios/determinism"
 
+# A rank killed (DLCHECK_FAILPOINT=kill_rank_1, as its first run starts):
+# the job fails, and no rank prints a PASS line or a "0 failed" summary for
+# the runs it could not finish: the survivor either reports its timed-out
+# collective as an ERROR or is stopped by mpirun's SIGTERM and says so.
+DLCHECK_FAILPOINT=kill_rank_1 DLCHECK_COMM_TIMEOUT=5 timeout 120 mpirun -np 2 "$DLCHECK" run \
+  --comm mpi --out "$WORK/killed" "$ROOT/scenarios/ddp_equiv" >"$WORK/out" 2>&1
+code=$?
+[ "$code" -ne 0 ] && [ "$code" -ne 124 ] && ok "a killed rank fails the job (exit $code)" ||
+  bad "a killed rank: exit $code" "$WORK/out"
+if grep -qE "PASS|[^0-9]0 failed" "$WORK/out"; then bad "a killed rank: a PASS line was printed" "$WORK/out"
+else ok "a killed rank: no PASS line, no '0 failed'"; fi
+grep -qE "ERROR|timed out|stopped by SIG" "$WORK/out" && ok "a killed rank: the survivor says why" ||
+  bad "a killed rank: the survivor says nothing" "$WORK/out"
+! grep -qs '"ok": true' "$WORK/killed/report.json" && ok "a killed rank: no report claims success" ||
+  bad "a killed rank: a report claims success" "$WORK/killed/report.json"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
