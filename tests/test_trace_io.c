@@ -342,6 +342,56 @@ static void missing_file_is_an_io_error(void **state) {
   assert_int_equal(dlc_trace_load(tmpdir, &t, NULL), DL_ERR_IO);
   assert_non_null(strstr(dl_last_error(), "directory"));
   assert_int_equal(dlc_trace_load("", &t, NULL), DL_ERR_INVALID);
+  /* a FIFO is refused without reading it (it used to block forever) */
+  const char *fifo = path_in_tmp("fifo.h5");
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  alarm(10); /* a regression blocks: fail rather than hang */
+  assert_int_equal(dlc_trace_load(fifo, &t, NULL), DL_ERR_IO);
+  alarm(0);
+  assert_non_null(strstr(dl_last_error(), "it is a FIFO"));
+  unlink(fifo);
+}
+
+/* The seal hashes bytes 512 on; the rest of the 512-byte header (39-511)
+ * must be NUL, or a changed byte there would go unnoticed. */
+static void a_flipped_byte_in_the_unused_header_is_refused(void **state) {
+  (void)state;
+  static const long offsets[] = {39, 100, 511};
+  for (size_t i = 0; i < sizeof offsets / sizeof *offsets; i++) {
+    const char *path = saved_trace("header.h5", true);
+    long n;
+    unsigned char *b = read_bytes(path, &n);
+    b[offsets[i]] ^= 0x20;
+    write_bytes(path, b, n);
+    free(b);
+    char part[64];
+    snprintf(part, sizeof part, "byte %ld of the 512-byte header is not zero", offsets[i]);
+    assert_format_error_naming(path, part);
+  }
+}
+
+/* A link where a trace is written is refused; the file it points to is
+ * never truncated (issue 16: a golden linked from an output folder lost
+ * its bytes). */
+static void a_link_at_the_target_is_refused(void **state) {
+  (void)state;
+  const char *victim = saved_trace("victim.h5", true);
+  long before;
+  unsigned char *b = read_bytes(victim, &before);
+  const char *link = path_in_tmp("link.h5");
+  assert_int_equal(symlink(victim, link), 0);
+  dlc_trace t;
+  make_trace(&t);
+  assert_int_equal(dlc_trace_save(link, &t, NULL), DL_ERR_IO);
+  assert_non_null(strstr(dl_last_error(), "symbolic link"));
+  dlc_trace_free(&t);
+  long after;
+  unsigned char *a = read_bytes(victim, &after);
+  assert_int_equal(after, before);
+  assert_memory_equal(a, b, (size_t)before);
+  free(a);
+  free(b);
+  unlink(link);
 }
 
 static void not_hdf5_is_a_format_error(void **state) {
@@ -910,6 +960,8 @@ int main(int argc, char **argv) {
       TEST(same_trace_saves_same_bytes),
       TEST(missing_file_is_an_io_error),
       TEST(not_hdf5_is_a_format_error),
+      TEST(a_flipped_byte_in_the_unused_header_is_refused),
+      TEST(a_link_at_the_target_is_refused),
       TEST(truncated_files_are_format_errors),
       TEST(flipped_bytes_are_detected_or_harmless),
       TEST(other_schema_version_is_refused),

@@ -131,6 +131,13 @@ else
   echo "skip full disk (ENOSPC): cannot mount a tmpfs here (not root); EFBIG covers the write errors"
 fi
 
+# --world times a huge batch: refused before multiplying (UBSan: signed overflow)
+mkdir -p "$WORK/huge/small"
+sed -e 's/batch: 32/batch: 4611686018427387904/' -e 's/  big: {}/  big: {parallel: {world: 2}}/' \
+  "$WORK/small/scenario.yaml" >"$WORK/huge/small/scenario.yaml"
+expect 2 "--world with a batch that would overflow" "$DLCHECK" run --world 3 "$WORK/huge/small"
+contains "says it is out of range" "is out of range"
+
 # ---- 6. signals and killed runs leave nothing behind -----------------------
 for sig in INT TERM; do
   set -m # a background job of a script ignores SIGINT without job control
