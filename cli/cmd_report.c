@@ -112,5 +112,6 @@ int cmd_report(int argc, char **argv) {
     fprintf(stderr, "dlcheck report: name the directory\n%s", report_help);
     return EXIT_USAGE;
   }
-  return reload_all(dir, verbose);
+  int code = cli_signals_start(); /* a signal removes the reports being written */
+  return code >= 0 ? code : reload_all(dir, verbose);
 }

@@ -125,6 +125,15 @@ if mkdir -p "$WORK/full" && mount -t tmpfs -o size=64k tmpfs "$WORK/full" 2>/dev
    not_claiming_success "full disk: no report claims success" "$WORK/full/o"
    no_temporaries "full disk: no temporaries left" "$WORK/full"
    expect 2 "record onto a full disk: exit 2, no crash" "$DLCHECK" record --golden-dir "$WORK/full/g" "$WORK/small"
+   # a read-only traces/ folder (root ignores chmod: a read-only bind mount)
+   O=$WORK/rotraces
+   "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/small" >/dev/null 2>&1
+   if mount --bind "$O/traces" "$O/traces" 2>/dev/null; then
+     mount -o remount,ro,bind "$O/traces" 2>/dev/null
+     expect 2 "a read-only traces/ folder: exit 2" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/small"
+     not_claiming_success "a read-only traces/ folder: no report claims success" "$O"
+     umount "$O/traces"
+   fi
    echo "$passed $failed" >"$WORK/counts")
   read -r passed failed <"$WORK/counts"
 else
