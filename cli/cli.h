@@ -28,7 +28,7 @@ void cli_progress(void *user, const char *scenario, const char *what, int64_t st
                   int64_t steps);
 void cli_progress_done(void);
 bool cli_stdout_is_tty(void);
-/* run/record/report (cli/scratch.c): the scratch folder $TMPDIR/dlcheck-PID-XXXXXX
+/* run/record/report/record --repeat-from (cli/scratch.c): the scratch folder $TMPDIR/dlcheck-PID-XXXXXX
  * into out (stale ones of dead processes removed first), and its removal;
  * a thread that takes SIGINT/SIGTERM/SIGHUP, removes the files being
  * written and the scratch folder and exits 128 + signal. Each returns an

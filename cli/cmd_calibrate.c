@@ -124,6 +124,7 @@ int cmd_record_from(int argc, char **argv) {
   a.files = calloc((size_t)argc, sizeof *a.files);
   dlc_trace *runs = calloc((size_t)argc, sizeof *runs);
   int code = a.files && runs ? parse_from(argc, argv, &a) : EXIT_USAGE;
+  if (code < 0) code = cli_signals_start(); /* a signal removes the golden being written */
   int loaded = 0;
   dl_status st = DL_OK;
   static dlc_golden_meta origin; /* the reference's fingerprint */
