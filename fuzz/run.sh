@@ -11,12 +11,14 @@
 # Environment: CC (default clang), DLC_FUZZ_BUILD (build folder, default
 # build/fuzz), DLC_FUZZ_JOBS (build jobs, default 2), DLC_FUZZ_TARGETS
 # (default "scenario trace state_dict fixture"), DLC_FUZZ_ARGS (more
-# libFuzzer flags, e.g. "-fork=2 -ignore_crashes=1" for long runs that go on
-# after a finding).
+# libFuzzer flags, e.g. -fork=4 for four children at once).
 #
-# Findings (crash-*, leak-*, timeout-*, oom-*) are written under
-# BUILD/fuzz-findings/TARGET/; the exit status is 1 if there is any.
-# Minimise one with: BUILD/fuzz/fuzz_TARGET -minimize_crash=1 -runs=10000 FILE
+# Findings (crash-*, leak-*, timeout-*, oom-*) are kept under
+# BUILD/fuzz-findings/TARGET/ and triaged by fuzz/triage.sh: dlcheck's or a
+# library's (or undecided: a timeout or memory exhaustion inside a library).
+# Exit status: 1 for a finding in dlcheck's code that
+# tests/fuzz/pending/known.txt does not list, 2 if configure or build
+# failed, else 0 (the others are listed). fuzz/README.md: what to do.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,8 +51,8 @@ for f in "$root"/fixtures/torch/*.h5; do # traces, and state dicts (*.init.h5)
   esac
 done
 cp "$root"/fixtures/digits.h5 "$seeds/fixture/" # fashion_mnist.h5: 3.3 MB, too slow to mutate
-for kind in scenario trace state_dict fixture; do
-  [ -d "$root/tests/fuzz/$kind" ] && cp "$root/tests/fuzz/$kind"/* "$seeds/$kind/" 2>/dev/null || true
+for f in "$root"/tests/fuzz/{scenario,trace,state_dict,fixture}/*; do # regression inputs
+  case $f in */README.md) ;; *) cp "$f" "$seeds/$(basename "$(dirname "$f")")/" ;; esac
 done
 
 # The loaders' temporary files, in memory when /dev/shm exists.
@@ -96,10 +98,26 @@ for kind in $targets; do
   if [ ${#found[@]} -eq 0 ]; then
     verdict=none
   else
-    { "$root/fuzz/triage.sh" "$build/fuzz/fuzz_$kind" "${found[@]}" || true; } | sed "s/^/$kind /" >> "$summary"
-    ours=$(grep -c "^$kind [^ ]* [^ ]* dlcheck" "$summary" || true)
-    verdict="${#found[@]} ($ours dlcheck's, $(( ${#found[@]} - ours )) a library's)"
-    [ "$ours" -eq 0 ] || status=1
+    new=0 pending=0 undecided=0
+    while read -r line; do
+      owner=$(printf '%s' "$line" | cut -d' ' -f3)
+      if [ "$owner" = dlcheck ]; then
+        known=no
+        while read -r t pattern; do
+          [ "$t" = "$kind" ] && [[ $line == *"$pattern"* ]] && known=yes
+        done < <(grep -vE '^(#|$)' "$root/tests/fuzz/pending/known.txt")
+        if [ $known = yes ]; then
+          line="$line (known, tests/fuzz/pending/known.txt)"
+          pending=$((pending + 1))
+        else
+          new=$((new + 1))
+        fi
+      fi
+      [ "$owner" = undecided ] && undecided=$((undecided + 1))
+      echo "$kind $line" >> "$summary"
+    done < <("$root/fuzz/triage.sh" "$build/fuzz/fuzz_$kind" "${found[@]}" || true)
+    verdict="${#found[@]}: $new new and $pending known of dlcheck's, $undecided undecided"
+    [ "$new" -eq 0 ] || status=1
   fi
   printf '%-11s %7s %11s %7s %5s  %s\n' "$kind" "$rate" "${execs:-?}" "$ncorpus" "$took" "$verdict"
 done
