@@ -60,7 +60,8 @@ dl_layer_desc dl_layer_default(dl_layer_kind kind) {
   d.track_running_stats = true;
   d.eps = 1e-5f;
   d.momentum = 0.1f;
-  d.p = 0.5f;
+  d.p = kind == DL_ATTENTION ? 0.0f : 0.5f; /* nn.MultiheadAttention: dropout=0.0 */
+  d.heads = 1; /* attention: num_heads (scenarios must give it) */
   return d;
 }
 
@@ -145,7 +146,7 @@ dl_status dl_layer_init(dl_layer *l, const dl_layer_desc *d, const char *prefix,
 }
 
 void dl_layer_release(dl_layer *l) {
-  for (int i = 0; i < 2; i++) dl_tensor_free(&l->saved[i]);
+  for (int i = 0; i < DL_LAYER_MAX_SAVED; i++) dl_tensor_free(&l->saved[i]);
   if (l->body) dl_seq_release(l->body);
 }
 
@@ -174,7 +175,8 @@ static dl_status full_name(char *dst, const dl_layer *l, const char *suffix) {
 dl_status dl_layer_add_param(dl_layer *l, const char *suffix, int ndim,
                              const int64_t *shape) {
   if (l->nparams >= (int)(sizeof l->params / sizeof l->params[0]))
-    return dl_fail(DL_ERR_INTERNAL, "layer %s: more than 2 parameters", l->prefix);
+    return dl_fail(DL_ERR_INTERNAL, "layer %s: more than %d parameters", l->prefix,
+                   DL_LAYER_MAX_PARAMS);
   dl_param *p = &l->params[l->nparams];
   memset(p, 0, sizeof *p);
   DL_TRY(full_name(p->name, l, suffix));

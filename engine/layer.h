@@ -17,6 +17,10 @@
 #include <stdint.h>
 
 enum { DL_NAME_MAX = 96 };
+/* Most parameters and saved tensors a layer has (attention: in_proj weight
+ * and bias, out_proj weight and bias; saved q/k/v, softmax probabilities,
+ * dropout mask, heads' output). */
+enum { DL_LAYER_MAX_PARAMS = 4, DL_LAYER_MAX_SAVED = 4 };
 
 /* One per entry of the registry (layer_kinds.h), in its order. */
 #define DL_LAYER_KIND_ENUM(id, name, ops, init, check, keys) id,
@@ -33,19 +37,24 @@ typedef struct dl_layer_desc {
   int64_t in, out;         /* linear: features; conv2d: channels;
                               embedding: num_embeddings, embedding_dim;
                               batchnorm: out = num_features;
-                              layernorm: out = normalized size */
+                              layernorm: out = normalized size;
+                              attention: out = embed_dim;
+                              posembed: in = max_len, out = dim */
   int kernel, stride, padding;       /* conv2d, maxpool2d */
   bool bias;                         /* linear, conv2d */
   bool affine, track_running_stats;  /* batchnorm (layernorm: affine) */
   float eps, momentum;               /* norms */
-  float p;                           /* dropout */
+  float p;                           /* dropout; attention: on the weights */
   bool gelu_tanh;
+  int heads;                         /* attention: num_heads */
+  bool causal;                       /* attention: mask keys after the query */
   const struct dl_layer_desc *body;  /* residual: the layers of body(x) */
   int nbody;
 } dl_layer_desc;
 
 /* A description with PyTorch's defaults for `kind` (bias on, eps 1e-5,
- * momentum 0.1, affine and track_running_stats on, stride 1, p 0.5). */
+ * momentum 0.1, affine and track_running_stats on, stride 1, p 0.5; for
+ * attention p 0, nn.MultiheadAttention's dropout default, and 1 head). */
 dl_layer_desc dl_layer_default(dl_layer_kind kind);
 
 typedef struct dl_param {
@@ -103,11 +112,11 @@ struct dl_layer {
   char prefix[DL_NAME_MAX]; /* "3." or "2.body.0.": prepended to param names */
   uint64_t rng_id;          /* distinct per layer in the model, for dropout */
   bool training;            /* module.train() / .eval(), per layer (M4) */
-  dl_param params[2];       /* weight, bias, as present */
+  dl_param params[DL_LAYER_MAX_PARAMS]; /* weight, bias, as present */
   int nparams;
   dl_buffer buffers[3];     /* running_mean, running_var, num_batches_tracked */
   int nbuffers;
-  dl_tensor saved[2];       /* kept for backward in grad mode */
+  dl_tensor saved[DL_LAYER_MAX_SAVED]; /* kept for backward in grad mode */
   struct dl_seq *body;      /* residual */
 };
 

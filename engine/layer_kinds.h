@@ -59,7 +59,13 @@
     DL_KEY("num", in) DL_KEY("dim", out))                                                    \
   /* y = x + body(x) */                                                                      \
   X(DL_RESIDUAL, "residual", dl_residual_ops, dl_residual_init, dl_residual_check,           \
-    DL_KEY("body", body))
+    DL_KEY("body", body))                                                                    \
+  /* [N, T, E] self-attention, nn.MultiheadAttention(batch_first=True)(x, x, x) */           \
+  X(DL_ATTENTION, "attention", dl_attention_ops, dl_attention_init, dl_attention_check,      \
+    DL_KEY("dim", out) DL_KEY("heads", heads) DL_KEY("causal", causal) DL_KEY("p", p))       \
+  /* [N, T, E] -> x + weight[:T], learned positions, weight [max_len, E] */                  \
+  X(DL_POSEMBED, "posembed", dl_posembed_ops, dl_posembed_init, dl_posembed_check,           \
+    DL_KEY("max_len", in) DL_KEY("dim", out))
 
 #define DL_BATCHNORM_KEYS                                                                    \
   DL_KEY("features", out) DL_KEY("eps", eps) DL_KEY("momentum", momentum)                    \

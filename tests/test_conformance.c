@@ -2,7 +2,9 @@
  * fixtures/pytorch/make_reference.py computed with torch (float32, one
  * thread, deterministic algorithms) and committed as HDF5.
  *
- *   layers.h5        forward and backward of each layer kind and loss
+ *   layers.h5        forward and backward of each layer kind and loss, and
+ *                    of a pre-LayerNorm transformer block and a tiny GPT
+ *                    written as the engine composes them
  *   train_*.h5       20 training steps of an MLP (SGD/Adam/AdamW) and a CNN
  *                    (SGD momentum) with BatchNorm, dropout (Philox masks
  *                    shared with the script) and gradient clipping
@@ -26,6 +28,7 @@
 #include <cmocka.h>
 
 #include "clip.h"
+#include "gpt_model.h"
 #include "loss.h"
 #include "model.h"
 #include "optim.h"
@@ -48,6 +51,7 @@ typedef struct verdict {
   int failures;
   char first[640];
   double worst; /* largest |engine - torch| / allowed seen: the margin */
+  double max_abs, max_rel; /* largest |engine - torch|, and relative where |torch| >= 1e-2 */
 } verdict;
 
 static void note(verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -71,6 +75,8 @@ static bool close_enough(verdict *v, const char *what, const float *got, const f
     bool ok = isfinite(w) ? isfinite(g) && d <= allowed
                           : (isnan(w) ? isnan(g) : g == w);
     if (isfinite(d) && d > max_abs) max_abs = d;
+    if (isfinite(d) && d > v->max_abs) v->max_abs = d;
+    if (isfinite(d) && fabs(w) >= 1e-2 && d / fabs(w) > v->max_rel) v->max_rel = d / fabs(w);
     if (isfinite(d) && d / allowed > v->worst) v->worst = d / allowed;
     if (!ok && bad++ == 0) first = i;
   }
@@ -250,6 +256,10 @@ static const layer_case layer_cases[] = {
     {"embedding", DL_EMBEDDING, 10, 4, 0, 0, 0},
     {"dropout", DL_DROPOUT, 0, 0, 0, 0, 0},
     {"residual", DL_RESIDUAL, 0, 0, 0, 0, 0},
+    {"attention", DL_ATTENTION, 0, 8, 0, 0, 0},
+    {"attention_causal", DL_ATTENTION, 0, 8, 0, 0, 0},
+    {"attention_dropout", DL_ATTENTION, 0, 8, 0, 0, 0},
+    {"posembed", DL_POSEMBED, 7, 4, 0, 0, 0},
 };
 
 /* residual: x + GELU(Linear(LayerNorm(x))), 6 features */
@@ -265,7 +275,9 @@ static dl_layer_desc desc_of(const layer_case *c) {
   char obj[96];
   snprintf(obj, sizeof obj, "/%s", c->name);
   d.gelu_tanh = attr(LAYERS, obj, "gelu_tanh", 0.0) != 0.0;
-  d.p = (float)attr(LAYERS, obj, "p", 0.5);
+  d.p = (float)attr(LAYERS, obj, "p", d.p);
+  d.heads = (int)attr(LAYERS, obj, "heads", d.heads);
+  d.causal = attr(LAYERS, obj, "causal", 0.0) != 0.0;
   if (c->kind == DL_RESIDUAL) {
     residual_body[0] = dl_layer_default(DL_LAYERNORM);
     residual_body[0].out = 6;
@@ -338,10 +350,89 @@ static void layers_match_pytorch(void **state) {
   for (size_t i = 0; i < sizeof layer_cases / sizeof *layer_cases; i++) {
     verdict one = {0};
     run_layer_case(&one, &layer_cases[i]);
+    print_message("%-22s max abs diff %.3g, max rel diff %.3g, %.3g of the tolerance\n",
+                  layer_cases[i].name, one.max_abs, one.max_rel, one.worst);
     if (one.failures) note(&v, "%s", one.first);
     if (one.worst > v.worst) v.worst = one.worst;
   }
   assert_verdict(&v, "layers");
+}
+
+/* ---- transformer models ------------------------------------------------------------ */
+
+/* A whole model of the fixture (its state dict as the model's, no
+ * nn.Sequential around it) run layer by layer, so that the input gradient of
+ * a float input can be compared too: output, input gradient, parameter
+ * gradients. */
+static void run_model_case(verdict *v, const char *name, const dl_layer_desc *d, int n) {
+  char obj[96], group[96], label[128];
+  snprintf(obj, sizeof obj, "/%s", name);
+  dl_state_dict ref;
+  read_group(LAYERS, obj, &ref);
+  dl_model *m;
+  assert_int_equal(dl_model_create(&m, d, n, 99), DL_OK);
+  dl_model_train(m, true);
+  snprintf(group, sizeof group, "%s/state", name);
+  load_state(m, LAYERS, group);
+  const dl_tensor *xr = need(&ref, "x");
+  dl_tensor ids = {0};
+  if (xr->dtype == DL_I64) to_i32(xr, &ids, 0, xr->shape[0]);
+  const dl_tensor *x = xr->dtype == DL_I64 ? &ids : xr;
+  dl_ctx ctx = {.grad_enabled = true, .autocast = DL_F32};
+  dl_tensor acts[16] = {{0}}, grad = {0};
+  assert_true(n <= 16);
+  for (int i = 0; i < n; i++) {
+    dl_layer *l = dl_model_layer(m, i);
+    dl_status s = l->ops->forward(l, &ctx, i ? &acts[i - 1] : x, &acts[i]);
+    if (s != DL_OK) print_error("%s: %s\n", name, dl_last_error());
+    assert_int_equal(s, DL_OK);
+  }
+  snprintf(label, sizeof label, "%s output", name);
+  compare(v, label, &acts[n - 1], need(&ref, "y"));
+  const dl_tensor *dxr = dl_state_dict_find(&ref, "dx");
+  assert_int_equal(dl_tensor_clone(&grad, need(&ref, "dy"), "dy"), DL_OK);
+  for (int i = n - 1; i >= 0; i--) {
+    dl_layer *l = dl_model_layer(m, i);
+    dl_tensor next = {0};
+    bool want_dx = i > 0 || dxr;
+    dl_status s = l->ops->backward(l, &ctx, i ? &acts[i - 1] : x, &acts[i], &grad,
+                                   want_dx ? &next : NULL);
+    if (s != DL_OK) print_error("%s: %s\n", name, dl_last_error());
+    assert_int_equal(s, DL_OK);
+    dl_tensor_free(&grad);
+    grad = next;
+  }
+  if (dxr) {
+    snprintf(label, sizeof label, "%s input gradient", name);
+    compare(v, label, &grad, dxr);
+  }
+  snprintf(group, sizeof group, "%s/grad", name);
+  compare_grads(v, m, LAYERS, group);
+  for (int i = 0; i < n; i++) dl_tensor_free(&acts[i]);
+  dl_tensor_free(&grad);
+  dl_tensor_free(&ids);
+  dl_model_destroy(m);
+  dl_state_dict_free(&ref);
+}
+
+/* One block on float input (its dx too) and the tiny GPT on token ids: the
+ * composition of residual, layernorm, attention, linear, gelu, embedding and
+ * posembed, loaded from the PyTorch modules' state dicts (strict), so their
+ * key names are checked as well. */
+static void transformer_models_match_pytorch(void **state) {
+  (void)state;
+  verdict v = {0};
+  dl_layer_desc d[16];
+  for (int c = 0; c < 2; c++) {
+    verdict one = {0};
+    const char *name = c ? "tiny_gpt" : "gpt_block";
+    run_model_case(&one, name, d, c ? gpt_model(d, 11, 8, 2, 6, 2) : gpt_block(d, 8, 2));
+    print_message("%-22s max abs diff %.3g, max rel diff %.3g, %.3g of the tolerance\n", name,
+                  one.max_abs, one.max_rel, one.worst);
+    if (one.failures) note(&v, "%s", one.first);
+    if (one.worst > v.worst) v.worst = one.worst;
+  }
+  assert_verdict(&v, "transformer models");
 }
 
 /* ---- losses ----------------------------------------------------------------------- */
@@ -580,6 +671,7 @@ static void a_perturbed_reference_fails(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(layers_match_pytorch),
+      cmocka_unit_test(transformer_models_match_pytorch),
       cmocka_unit_test(losses_match_pytorch),
       cmocka_unit_test_prestate(trace_matches, (void *)&traces[0]),
       cmocka_unit_test_prestate(trace_matches, (void *)&traces[1]),

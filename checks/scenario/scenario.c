@@ -95,6 +95,8 @@ static dl_status parse_body(void *ctx, const yu_val *v, const yu_field *f, void 
 #define KEY_p(k) {LF(k, YU_F32, p), .range = YU_UNIT_OPEN}
 #define KEY_gelu_tanh(k) {.key = k, .type = YU_CUSTOM, .parse = parse_gelu}
 #define KEY_body(k) {.key = k, .type = YU_CUSTOM, .parse = parse_body, .required = true}
+#define KEY_heads(k) {LF(k, YU_INT, heads), .range = YU_INTS(1, 65536), .required = true}
+#define KEY_causal(k) {LF(k, YU_BOOL, causal)}
 
 #define DL_KEY(k, member) KEY_##member(k),
 #define KIND_FIELDS(id, name, ops, init, check, keys) \
