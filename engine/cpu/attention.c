@@ -17,10 +17,12 @@
  * nn.MultiheadAttention's default init (xavier_uniform_ on in_proj_weight,
  * kaiming_uniform_(a=sqrt(5)) on out_proj.weight, zero biases).
  *
- * Dropout on P follows cpu/dropout.c's rule with each sample's H*T*T weights
- * as its features: element (h, i, j) of sample n is kept iff word
- * h*T*T + i*T + j of the stream (seed, "dropout", {rng_id, step, sample id})
- * as a uniform is below 1 - p, and scaled by 1/(1-p).
+ * Dropout on P uses cpu/dropout.c's streams and rule: weight (h, i, j) of
+ * sample n (head, query, key) is kept iff word h * 2^42 + i * 2^21 + j of the
+ * stream (seed, "dropout", {rng_id, step, sample id}) as a uniform is below
+ * 1 - p, and then scaled by 1/(1-p). The word does not depend on T, so a
+ * sample keeps its masks whatever length its batch is padded to (with a
+ * causal mask, padding after it then changes nothing).
  *
  * Determinism: the projections are dl_sgemm calls (or the backend's) over all
  * N*T rows; the heads are independent jobs (one (n, h) pair each, whole
@@ -55,6 +57,10 @@
 enum { IN_W, IN_B, OUT_W, OUT_B };              /* l->params */
 enum { SAVED_QKV, SAVED_PROBS, SAVED_MASK, SAVED_HEADS }; /* l->saved */
 
+/* Sequence and head limits of the dropout words (head_mask). */
+#define MAX_T (INT64_C(1) << 21)
+#define MAX_HEADS (1 << 22)
+
 typedef struct attn_dims {
   int64_t n, t, e, h, d; /* batch, sequence, embed_dim, heads, head_dim */
 } attn_dims;
@@ -62,6 +68,8 @@ typedef struct attn_dims {
 dl_status dl_attention_check(const char *label, const dl_layer_desc *d) {
   DL_TRY(dl_layer_need_positive(label, "embed_dim", d->out));
   DL_TRY(dl_layer_need_positive(label, "num_heads", d->heads));
+  if (d->heads > MAX_HEADS)
+    return dl_fail(DL_ERR_INVALID, "%s: num_heads must be at most 2^22, got %d", label, d->heads);
   if (d->out % d->heads != 0)
     return dl_fail(DL_ERR_INVALID, "%s: embed_dim must be divisible by num_heads, got %lld and %d",
                    label, (long long)d->out, d->heads);
@@ -93,8 +101,9 @@ static dl_status check_3d(const dl_layer *l, const dl_tensor *x, const char *wha
                           attn_dims *g) {
   char name[128], shape[96];
   if (x->dtype != DL_F32 || x->ndim != 3 || x->shape[0] < 1 || x->shape[1] < 1 ||
-      x->shape[2] != l->desc.out)
-    return dl_fail(DL_ERR_INVALID, "%s: %s is %s; expected float32 [N, T, %lld], N, T >= 1",
+      x->shape[1] > MAX_T || x->shape[2] != l->desc.out)
+    return dl_fail(DL_ERR_INVALID,
+                   "%s: %s is %s; expected float32 [N, T, %lld], N >= 1, 1 <= T <= 2^21",
                    dl_layer_label(l, name, sizeof name), what,
                    dl_tensor_describe(x, shape, sizeof shape), (long long)l->desc.out);
   *g = (attn_dims){.n = x->shape[0], .t = x->shape[1], .e = x->shape[2],
@@ -224,16 +233,18 @@ static void softmax_rows(const attn_job *j, float *p) {
   }
 }
 
-/* This head's dropout mask: words h*T*T .. of sample n's stream. */
+/* This head's dropout mask [T, T]: query i's row from words h*2^42 + i*2^21
+ * .. of sample n's stream (check_3d keeps T <= 2^21, heads <= 2^22). */
 static void head_mask(const attn_job *j, int64_t n, int64_t h, float *mask) {
   const dl_ctx *ctx = j->ctx;
-  const int64_t tt = j->g.t * j->g.t;
+  const int64_t t = j->g.t;
   const int64_t sample = ctx->sample_ids ? ctx->sample_ids[n] : n;
   const uint64_t idx[3] = {j->l->rng_id, (uint64_t)ctx->step, (uint64_t)sample};
   dl_stream s = dl_stream_make(ctx->seed, "dropout", idx, 3);
   const float keep = 1.0f - j->l->desc.p, scale = 1.0f / keep;
-  dl_stream_uniform(&s, (uint64_t)(h * tt), mask, tt);
-  for (int64_t i = 0; i < tt; i++) mask[i] = mask[i] < keep ? scale : 0.0f;
+  for (int64_t i = 0; i < t; i++)
+    dl_stream_uniform(&s, ((uint64_t)h << 42) | ((uint64_t)i << 21), mask + i * t, t);
+  for (int64_t i = 0; i < t * t; i++) mask[i] = mask[i] < keep ? scale : 0.0f;
 }
 
 /* P~ of pair i, as the second bmm takes it: P * mask, rounded under autocast. */
