@@ -256,12 +256,16 @@ static dl_status read_shape(const h5_src *src, const char *dset, hid_t space,
   if (rank < 1 || rank > DL_MAX_DIMS)
     return dl_fail(DL_ERR_FORMAT, "%s: dataset %s/%s has rank %d; expected 1..%d",
                    src->path, src->group, dset, rank, DL_MAX_DIMS);
-  hsize_t dims[DL_MAX_DIMS];
-  H5Sget_simple_extent_dims(space, dims, NULL);
+  hsize_t dims[DL_MAX_DIMS], maxdims[DL_MAX_DIMS];
+  H5Sget_simple_extent_dims(space, dims, maxdims);
   for (int i = 0; i < rank; i++) {
     if (dims[i] > (hsize_t)INT64_MAX)
       return dl_fail(DL_ERR_FORMAT, "%s: dataset %s/%s: dimension %d is too large",
                      src->path, src->group, dset, i);
+    /* A damaged header: HDF5's read of it runs away (fuzz finding). */
+    if (maxdims[i] != H5S_UNLIMITED && dims[i] > maxdims[i])
+      return dl_fail(DL_ERR_FORMAT, "%s: dataset %s/%s: extent beyond its maximum (dimension "
+                     "%d): the file is damaged", src->path, src->group, dset, i);
     shape[i] = (int64_t)dims[i];
   }
   *ndim = rank;

@@ -298,6 +298,17 @@ static dl_status open_group(hid_t file, const char *path, const char *group, hid
   return DL_OK;
 }
 
+/* Every current dimension within its maximum (and representable). */
+static bool extent_within_maximum(hid_t space, int ndim) {
+  hsize_t dims[DL_MAX_DIMS], maxdims[DL_MAX_DIMS];
+  if (H5Sget_simple_extent_dims(space, dims, maxdims) < 0) return false;
+  for (int i = 0; i < ndim; i++)
+    if (dims[i] > (hsize_t)INT64_MAX ||
+        (maxdims[i] != H5S_UNLIMITED && dims[i] > maxdims[i]))
+      return false;
+  return true;
+}
+
 static dl_status describe_dataset(hid_t ds, const char *path, const char *group,
                                   stored *e) {
   hid_t type = H5Dget_type(ds);
@@ -311,6 +322,11 @@ static dl_status describe_dataset(hid_t ds, const char *path, const char *group,
   } else if (ndim > DL_MAX_DIMS || H5Sget_simple_extent_type(space) == H5S_NULL) {
     s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s has rank %d; tensors have rank 0..%d", path,
                 group, sep(group), e->name, ndim, DL_MAX_DIMS);
+  } else if (!extent_within_maximum(space, ndim)) {
+    /* A damaged header can claim 10^9 elements in a tiny file: refused
+     * before anything is allocated for them (fuzz finding). */
+    s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s: its extent is beyond its maximum: the file is "
+                "damaged", path, group, sep(group), e->name);
   } else {
     hsize_t dims[DL_MAX_DIMS];
     H5Sget_simple_extent_dims(space, dims, NULL);

@@ -131,6 +131,21 @@ static void flip_chunk_bytes(const char *path, const char *dset) {
   fclose(f);
 }
 
+/* Fuzz finding (tests/fuzz/pending/fixture): /train/x's extent beyond its
+ * maximum made HDF5's read run away (2 GB, seconds): refused from the
+ * header first. */
+static void an_extent_beyond_its_maximum_is_refused(void **state) {
+  (void)state;
+  const char *path =
+      DL_SOURCE_DIR "/tests/fuzz/pending/fixture/extent-beyond-maximum-hdf5-runaway.h5";
+  FILE *f = fopen(path, "rb");
+  if (!f) skip();
+  fclose(f);
+  dl_dataset ds = {0};
+  expect_error(dl_dataset_load_h5(&ds, path, "train"), DL_ERR_FORMAT,
+               "extent beyond its maximum");
+}
+
 static void unreadable_files_give_clear_errors(void **state) {
   (void)state;
   int64_t before = dl_mem_current();
@@ -458,6 +473,7 @@ int main(void) {
       cmocka_unit_test(sequences_are_padded_and_learnable),
       cmocka_unit_test(bad_generator_arguments_are_refused),
       cmocka_unit_test(gather_copies_rows_and_ids),
+      cmocka_unit_test(an_extent_beyond_its_maximum_is_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

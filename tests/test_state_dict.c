@@ -308,6 +308,18 @@ static void wrong_dtype_or_rank_is_a_format_error(void **state) {
   dl_tensor_free(&w);
 }
 
+/* Fuzz finding (tests/fuzz/pending/state_dict): a 13 kB file whose
+ * dataset claims 1073741856 floats, its extent beyond its maximum: refused
+ * from the header, before 4 GiB are allocated and filled. */
+static void an_extent_beyond_its_maximum_is_refused(void **state) {
+  (void)state;
+  const char *path = DL_SOURCE_DIR "/tests/fuzz/pending/state_dict/extent-of-1073741856-floats.h5";
+  if (access(path, R_OK) != 0) skip();
+  dl_state_dict sd;
+  assert_int_equal(dl_state_read(path, "model", &sd), DL_ERR_FORMAT);
+  assert_non_null(strstr(dl_last_error(), "extent is beyond its maximum"));
+}
+
 static void broken_files_say_what_and_where(void **state) {
   (void)state;
   dl_state_dict sd;
@@ -518,6 +530,7 @@ int main(void) {
       cmocka_unit_test(ddp_module_prefix_is_recognised),
       cmocka_unit_test(wrong_dtype_or_rank_is_a_format_error),
       cmocka_unit_test(broken_files_say_what_and_where),
+      cmocka_unit_test(an_extent_beyond_its_maximum_is_refused),
       cmocka_unit_test(atomic_write_leaves_no_temp_file),
       cmocka_unit_test(out_of_memory_while_reading_is_reported),
       cmocka_unit_test(model_state_round_trip),
