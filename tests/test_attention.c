@@ -93,7 +93,7 @@ static void gradients_match_finite_differences(void **state) {
     dl_tensor x = {0};
     make_input(&x, cases[i].n, cases[i].t, cases[i].e, 50 + i);
     double err = attn_max_error(&d, &x, cases[i].training);
-    if (!(err < 1e-2)) print_error("case %zu: %g (%s)\n", i, err, gc_last_report);
+    print_message("case %zu: largest error %.3g (%s)\n", i, err, gc_last_report);
     assert_true(err < 1e-2);
     dl_tensor_free(&x);
   }
