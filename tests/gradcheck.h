@@ -149,7 +149,8 @@ static inline bool gc_make_dy(const dl_tensor *y, dl_tensor *dy) {
 
 /* Forward + backward once; copies out dx and every param grad. */
 static inline bool gc_analytic(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                               dl_tensor *dy, dl_tensor *dx, dl_tensor grads[2]) {
+                               dl_tensor *dy, dl_tensor *dx,
+                               dl_tensor grads[DL_LAYER_MAX_PARAMS]) {
   dl_tensor y = {0};
   if (l->ops->forward(l, ctx, x, &y) != DL_OK) {
     snprintf(gc_last_report, sizeof gc_last_report, "forward failed: %s",
@@ -174,7 +175,7 @@ static inline bool gc_analytic(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
 static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor *x,
                                         bool training) {
   dl_layer l;
-  dl_tensor xv = {0}, dy = {0}, dx = {0}, grads[2] = {{0}, {0}};
+  dl_tensor xv = {0}, dy = {0}, dx = {0}, grads[DL_LAYER_MAX_PARAMS] = {{0}};
   dl_ctx ctx = gc_ctx();
   double worst = INFINITY;
   gc_last_report[0] = '\0';
@@ -198,8 +199,7 @@ static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor 
   dl_tensor_free(&xv);
   dl_tensor_free(&dy);
   dl_tensor_free(&dx);
-  dl_tensor_free(&grads[0]);
-  dl_tensor_free(&grads[1]);
+  for (int p = 0; p < DL_LAYER_MAX_PARAMS; p++) dl_tensor_free(&grads[p]);
   dl_layer_destroy(&l);
   return worst;
 }

@@ -458,6 +458,11 @@ static void long_names_and_full_tables_are_refused(void **state) {
 
   d = linear(2, 2);
   assert_int_equal(dl_layer_init(&l, &d, "0.", 0, 1), DL_OK);
+  for (int i = l.nparams; i < DL_LAYER_MAX_PARAMS; i++) { /* fill the table */
+    char name[24];
+    snprintf(name, sizeof name, "extra%d", i);
+    assert_int_equal(dl_layer_add_param(&l, name, 1, (const int64_t[]){2}), DL_OK);
+  }
   assert_int_equal(dl_layer_add_param(&l, "extra", 1, (const int64_t[]){2}), DL_ERR_INTERNAL);
   dl_layer_destroy(&l);
   d = batchnorm(3);
