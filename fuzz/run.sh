@@ -76,6 +76,8 @@ for kind in $targets; do
   rm -rf "$findings"
   mkdir -p "$corpus" "$findings"
   log=$build/fuzz-$kind.log
+  dict=$root/fuzz/$kind.dict # the input's vocabulary, where there is one
+  [ -f "$dict" ] || dict=
   start=$(date +%s)
   # -fork=1 with -ignore_*: one child process at a time, restarted after a
   # finding, so that a bug in HDF5 does not end the run; every finding is
@@ -86,7 +88,7 @@ for kind in $targets; do
   # shellcheck disable=SC2086
   "$build/fuzz/fuzz_$kind" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
-    -max_len=600000 -artifact_prefix="$findings/" ${DLC_FUZZ_ARGS:-} \
+    -max_len=600000 -artifact_prefix="$findings/" ${dict:+-dict="$dict"} ${DLC_FUZZ_ARGS:-} \
     "$corpus" "$seeds/$kind" > "$log" 2>&1 || true
   took=$(( $(date +%s) - start ))
   # The last status line: "#EXECS: cov: ... exec/s N ... time: Ts ...".

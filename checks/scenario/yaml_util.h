@@ -51,7 +51,11 @@ typedef struct yu_val {
 /* Reads and parses `file` (at most `max_bytes`). DL_ERR_IO when it cannot be
  * read ("FILE: cannot open: No such file or directory"), DL_ERR_FORMAT with
  * "FILE:LINE:COL: YAML syntax error: ..." when it is not YAML, or when it
- * holds no document at all. */
+ * holds no document at all. Also DL_ERR_FORMAT, located, before the schema
+ * reads anything: a NUL byte or invalid UTF-8, a second document, a tagged
+ * node anywhere (!!python/object, !!str, !local: "YAML tags (...) are not
+ * supported"), a key repeated in a mapping. Time and memory are linear in
+ * the file's size. */
 dl_status yu_doc_load(yu_doc *d, const char *file, size_t max_bytes);
 void yu_doc_free(yu_doc *d);
 /* The document's root value (path ""). */
@@ -69,7 +73,8 @@ bool yu_is_null(const yu_val *v);
 bool yu_is_mapping(const yu_val *v);
 
 /* Mappings and sequences. Iteration starts with *iter = NULL; *got is false
- * at the end. Keys must be plain scalars of at most YU_KEY_MAX - 1 bytes. */
+ * at the end. Keys must be plain scalars of at most YU_KEY_MAX - 1 bytes,
+ * without control characters. */
 dl_status yu_expect_mapping(const yu_val *v);
 dl_status yu_map_next(const yu_val *map, void **iter, yu_val *item, bool *got);
 /* true and *item set if `key` is in the mapping (NULL: any key, so false
@@ -79,7 +84,10 @@ bool yu_map_find(const yu_val *map, const char *key, yu_val *item);
 dl_status yu_seq_count(const yu_val *v, int min, int max, int *n);
 yu_val yu_seq_at(const yu_val *seq, int i); /* path "seq[i]" */
 
-/* Scalars. Numbers must be finite and are checked against `r`. */
+/* Scalars. Numbers and true/false must be plain scalars ('5' and "true"
+ * are strings, refused with "got the quoted string '5'"); numbers must be
+ * finite and are checked against `r`. Text holding a control character is
+ * refused without being quoted in the message. */
 typedef struct yu_range {
   double lo, hi;
   bool lo_open, hi_open; /* exclusive bounds */
@@ -89,9 +97,13 @@ dl_status yu_bool(const yu_val *v, bool *out);
 dl_status yu_i64(const yu_val *v, yu_range r, int64_t *out);
 dl_status yu_u64(const yu_val *v, uint64_t *out);
 dl_status yu_f64(const yu_val *v, yu_range r, double *out);
-/* Copies a string scalar into buf; too long is an error, never truncated. */
+/* Copies a string scalar into buf; too long is an error, never truncated.
+ * Control characters are refused (C0, DEL, C1, and the invisible ones that
+ * reorder or break a line: U+061C, U+200E/F, U+2028..202E, U+2066..2069):
+ * names end up in reports, terminals and file names. */
 dl_status yu_str(const yu_val *v, char *buf, size_t size, bool allow_empty);
-/* yu_str (non-empty) without trailing whitespace: for folded text (>). */
+/* yu_str (non-empty) without trailing whitespace: for folded text (>).
+ * Line breaks and tabs are allowed in it, no other control character. */
 dl_status yu_text(const yu_val *v, char *buf, size_t size);
 /* Index of the scalar in the NULL-terminated `names`. */
 dl_status yu_choice(const yu_val *v, const char *const *names, int *out);
