@@ -25,7 +25,8 @@ static const char *const scenario_names[] = {"grad_accum",     "amp_fp32",      
                                              "train_eval",     "ckpt_roundtrip", "frozen_params",
                                              "nan_guard",      "determinism",
                                              "backend_equiv",  "torch_conformance",
-                                             "gpt_text",       "gpt_accum",     "gpt_amp"};
+                                             "gpt_text",       "gpt_accum",     "gpt_amp",
+                                             "gpt_ddp"};
 enum { NSCENARIOS = sizeof scenario_names / sizeof *scenario_names };
 
 static bool caught_ids[128];
