@@ -26,7 +26,7 @@ static const char *const scenario_names[] = {"grad_accum",     "amp_fp32",      
                                              "nan_guard",      "determinism",
                                              "backend_equiv",  "torch_conformance",
                                              "gpt_text",       "gpt_accum",     "gpt_amp",
-                                             "gpt_ddp"};
+                                             "gpt_ddp",        "gpt_ckpt"};
 enum { NSCENARIOS = sizeof scenario_names / sizeof *scenario_names };
 
 static bool caught_ids[128];
