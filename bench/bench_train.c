@@ -26,6 +26,7 @@
  * that ISA's kernels (as in bench_gemm), so that one machine can check the
  * bits of the others; exit status 3 if this CPU cannot run it. */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_common.h"
 #include "data.h"
 #include "loss.h"
 #include "model.h"
@@ -54,33 +55,11 @@ typedef struct model_spec {
   int nlayers;
 } model_spec;
 
-static dl_layer_desc linear(int64_t in, int64_t out) {
-  dl_layer_desc d = dl_layer_default(DL_LINEAR);
-  d.in = in;
-  d.out = out;
-  return d;
-}
-
-static dl_layer_desc conv3x3(int64_t in, int64_t out) {
-  dl_layer_desc d = dl_layer_default(DL_CONV2D);
-  d.in = in;
-  d.out = out;
-  d.kernel = 3;
-  d.padding = 1;
-  return d;
-}
-
-static dl_layer_desc maxpool2(void) {
-  dl_layer_desc d = dl_layer_default(DL_MAXPOOL2D);
-  d.kernel = 2;
-  return d;
-}
-
 static model_spec mlp_spec(void) {
   model_spec s = {.name = "mlp", .fixture = "digits.h5", .digest_steps = 50};
-  const dl_layer_desc l[] = {dl_layer_default(DL_FLATTEN), linear(64, 128),
-                             dl_layer_default(DL_RELU),    linear(128, 128),
-                             dl_layer_default(DL_RELU),    linear(128, 10)};
+  const dl_layer_desc l[] = {dl_layer_default(DL_FLATTEN), bench_linear(64, 128),
+                             dl_layer_default(DL_RELU),    bench_linear(128, 128),
+                             dl_layer_default(DL_RELU),    bench_linear(128, 10)};
   s.nlayers = (int)(sizeof l / sizeof l[0]);
   memcpy(s.layers, l, sizeof l);
   return s;
@@ -88,10 +67,10 @@ static model_spec mlp_spec(void) {
 
 static model_spec cnn_spec(void) {
   model_spec s = {.name = "cnn", .fixture = "fashion_mnist.h5", .digest_steps = 5};
-  const dl_layer_desc l[] = {conv3x3(1, 16),   dl_layer_default(DL_RELU),
-                             maxpool2(),       conv3x3(16, 32),
-                             dl_layer_default(DL_RELU), maxpool2(),
-                             dl_layer_default(DL_FLATTEN), linear(32 * 7 * 7, 10)};
+  const dl_layer_desc l[] = {
+      bench_conv3x3(1, 16),         dl_layer_default(DL_RELU),   bench_maxpool2(),
+      bench_conv3x3(16, 32),        dl_layer_default(DL_RELU),   bench_maxpool2(),
+      dl_layer_default(DL_FLATTEN), bench_linear(32 * 7 * 7, 10)};
   s.nlayers = (int)(sizeof l / sizeof l[0]);
   memcpy(s.layers, l, sizeof l);
   return s;
@@ -108,7 +87,7 @@ typedef struct trainer {
   int64_t pos;    /* next unread position in order */
   int64_t epoch;
   int64_t step;
-  float loss;     /* of the last step */
+  float loss; /* of the last step */
 } trainer;
 
 static void trainer_free(trainer *t) {
@@ -157,8 +136,7 @@ static dl_status next_batch(trainer *t) {
 /* zero_grad, forward, cross-entropy, backward, SGD step: PyTorch's loop. */
 static dl_status train_step(trainer *t) {
   DL_TRY(next_batch(t));
-  dl_ctx ctx = {.grad_enabled = true, .seed = SEED, .step = t->step,
-                .sample_ids = t->batch.ids};
+  dl_ctx ctx = {.grad_enabled = true, .seed = SEED, .step = t->step, .sample_ids = t->batch.ids};
   dl_model_zero_grad(t->model);
   const dl_tensor *logits;
   DL_TRY(dl_model_forward(t->model, &ctx, &t->batch.x, &logits));
@@ -173,33 +151,16 @@ static dl_status train_step(trainer *t) {
   return s;
 }
 
-/* FNV-1a over the bytes of every parameter in state-dict order. */
-static uint64_t param_digest(dl_model *m) {
-  uint64_t h = 14695981039346656037ull;
-  for (int i = 0; i < dl_model_num_params(m); i++) {
-    const dl_tensor *v = &dl_model_param(m, i)->value;
-    const unsigned char *p = v->data;
-    for (size_t k = 0; k < dl_tensor_bytes(v); k++) h = (h ^ p[k]) * 1099511628211ull;
-  }
-  return h;
-}
-
 /* ---- one config ---------------------------------------------------------- */
 
 typedef struct run_result {
   int threads;
-  int64_t steps;  /* timed steps */
-  double seconds; /* wall-clock time of the timed steps */
+  int64_t steps;      /* timed steps */
+  double seconds;     /* wall-clock time of the timed steps */
   double cpu_seconds; /* CPU time of the process (all threads) during them */
   float loss;
   uint64_t digest;
 } run_result;
-
-static double clock_s(clockid_t which) {
-  struct timespec ts;
-  clock_gettime(which, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Trains `warmup` steps, then `steps` timed steps; steps == 0 means "for
  * TARGET_SECONDS" and stores the count reached in r->steps. */
@@ -210,17 +171,20 @@ static dl_status run_config(const model_spec *spec, const dl_dataset *ds, int th
   DL_TRY(trainer_init(&t, spec, ds));
   dl_status s = DL_OK;
   for (int64_t i = 0; s == DL_OK && i < warmup; i++) s = train_step(&t);
-  double t0 = clock_s(CLOCK_MONOTONIC), cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+  double t0 = bench_clock_s(CLOCK_MONOTONIC), cpu0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
   double elapsed = 0;
   int64_t done = 0;
   while (s == DL_OK && (steps > 0 ? done < steps : elapsed < TARGET_SECONDS)) {
     s = train_step(&t);
     done++;
-    elapsed = clock_s(CLOCK_MONOTONIC) - t0;
+    elapsed = bench_clock_s(CLOCK_MONOTONIC) - t0;
   }
-  *r = (run_result){.threads = threads, .steps = done, .seconds = elapsed,
-                    .cpu_seconds = clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0,
-                    .loss = t.loss, .digest = param_digest(t.model)};
+  *r = (run_result){.threads = threads,
+                    .steps = done,
+                    .seconds = elapsed,
+                    .cpu_seconds = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0,
+                    .loss = t.loss,
+                    .digest = bench_param_digest(t.model)};
   trainer_free(&t);
   if (s != DL_OK) dl_fail_context(s, "%s, %d threads: ", spec->name, threads);
   return s;
@@ -310,15 +274,13 @@ static int parse_options(int argc, char **argv, options *o) {
 
 static void print_result(const model_spec *spec, const run_result *r, bool digest_only) {
   if (digest_only) {
-    printf("digest %s isa=%s threads=%d steps=%lld %016llx\n", spec->name,
-           dl_gemm_isa_name(), r->threads, (long long)r->steps,
-           (unsigned long long)r->digest);
+    printf("digest %s isa=%s threads=%d steps=%lld %016llx\n", spec->name, dl_gemm_isa_name(),
+           r->threads, (long long)r->steps, (unsigned long long)r->digest);
     return;
   }
   printf("%-5s %7d %7lld %9.3f %10.1f %12.3f %9.4f  %016llx\n", spec->name, r->threads,
          (long long)r->steps, r->seconds, (double)r->steps / r->seconds,
-         1e3 * r->cpu_seconds / (double)r->steps, (double)r->loss,
-         (unsigned long long)r->digest);
+         1e3 * r->cpu_seconds / (double)r->steps, (double)r->loss, (unsigned long long)r->digest);
   fflush(stdout);
 }
 

@@ -36,15 +36,17 @@ TARGET_SECONDS = 2.5
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
 
 
-def mlp():
-    return nn.Sequential(nn.Flatten(), nn.Linear(64, 128), nn.ReLU(),
-                         nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
+def mlp(h=128):
+    """The mlp; bench/scaling_torch.py grows its width h."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(64, h), nn.ReLU(),
+                         nn.Linear(h, h), nn.ReLU(), nn.Linear(h, 10))
 
 
-def cnn():
-    return nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+def cnn(c1=16, c2=32):
+    """The cnn; bench/scaling_torch.py grows its channels c1, c2."""
+    return nn.Sequential(nn.Conv2d(1, c1, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(c1, c2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(c2 * 7 * 7, 10))
 
 
 MODELS = {"mlp": (mlp, "digits.h5"), "cnn": (cnn, "fashion_mnist.h5")}
