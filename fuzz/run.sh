@@ -124,8 +124,12 @@ for kind in $targets; do
   printf '%-11s %7s %11s %7s %5s  %s\n' "$kind" "$rate" "${execs:-?}" "$ncorpus" "$took" "$verdict"
 done
 if [ -s "$summary" ]; then
+  # One line per kind of finding (target, kind, owner, library frame,
+  # innermost dlcheck frame without its line), with how many there were.
   echo
-  echo "findings (target file kind owner where), in $summary:"
-  cat "$summary"
+  echo "findings by kind (every one, with its file: $summary):"
+  awk '{ split($6, f, "<"); sub(/:[0-9]+\)$/, ")", f[1]);
+         n[$1 " " $3 " " $4 " " $5 " " f[1] ($7 == "" ? "" : " (known)")]++ }
+       END { for (k in n) printf "%5d  %s\n", n[k], k }' "$summary" | sort -k2
 fi
 exit $status
