@@ -194,8 +194,8 @@ static void run_case(const char *name, int expect_steps) {
     for (int k = 0; k < NGRAD; k++) {
       float got = *grad_elem(&ps, k), want = c.grad_unscaled[t * NGRAD + k];
       if (!same_bits(got, want))
-        fail_msg("%s step %d: unscaled gradient %d is %.9g, torch %.9g (scale %.9g)", name, t,
-                 k, (double)got, (double)want, (double)factor);
+        fail_msg("%s step %d: unscaled gradient %d is %.9g, torch %.9g (scale %.9g)", name, t, k,
+                 (double)got, (double)want, (double)factor);
     }
     if (s.found_inf != (c.found_inf[t] != 0))
       fail_msg("%s step %d (kind %d): found_inf %d, torch %d", name, t, c.kind[t], s.found_inf,
@@ -208,13 +208,13 @@ static void run_case(const char *name, int expect_steps) {
 
     dl_scaler_update(&s);
     if (!same_bits(s.scale, c.scale[t]) || s.growth_tracker != c.growth_tracker[t])
-      fail_msg("%s step %d: after update scale %.9g, growth tracker %d; torch %.9g, %d", name,
-               t, (double)s.scale, s.growth_tracker, (double)c.scale[t], c.growth_tracker[t]);
+      fail_msg("%s step %d: after update scale %.9g, growth tracker %d; torch %.9g, %d", name, t,
+               (double)s.scale, s.growth_tracker, (double)c.scale[t], c.growth_tracker[t]);
     assert_false(s.found_inf || s.unscaled); /* cleared for the next step */
     assert_true(isnan(dl_f32(&ps.p[2].grad)[0]));
   }
-  print_message("%s: %d steps (%d skipped) equal to torch's GradScaler to the bit\n", name,
-                c.steps, skipped);
+  print_message("%s: %d steps (%d skipped) equal to torch's GradScaler to the bit\n", name, c.steps,
+                skipped);
   params_free(&ps);
   free_case(&c);
 }
