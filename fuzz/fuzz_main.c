@@ -18,6 +18,4 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  return DLC_FUZZ_ENTRY(data, size);
-}
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { return DLC_FUZZ_ENTRY(data, size); }

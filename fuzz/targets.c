@@ -221,17 +221,16 @@ static void load_state_dict(const char *path) {
     dl_dtype dt;
     int ndim;
     int64_t shape[2];
-  } want[] = {{"1.weight", DL_F32, 2, {32, 64}}, {"1.bias", DL_F32, 1, {32}},
-              {"3.weight", DL_F32, 2, {10, 32}}, {"3.bias", DL_F32, 1, {10}},
+  } want[] = {{"1.weight", DL_F32, 2, {32, 64}},         {"1.bias", DL_F32, 1, {32}},
+              {"3.weight", DL_F32, 2, {10, 32}},         {"3.bias", DL_F32, 1, {10}},
               {"2.num_batches_tracked", DL_I64, 0, {0}}, {"2.running_mean", DL_F16, 1, {4}}};
   enum { NWANT = sizeof want / sizeof want[0] };
   dl_tensor tensors[NWANT];
   dl_named_tensor items[NWANT];
   memset(tensors, 0, sizeof tensors);
   int n = 0;
-  while (n < NWANT &&
-         dl_tensor_alloc(&tensors[n], want[n].dt, want[n].ndim, want[n].shape, want[n].name) ==
-             DL_OK) {
+  while (n < NWANT && dl_tensor_alloc(&tensors[n], want[n].dt, want[n].ndim, want[n].shape,
+                                      want[n].name) == DL_OK) {
     items[n] = (dl_named_tensor){want[n].name, &tensors[n]};
     n++;
   }

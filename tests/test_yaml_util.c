@@ -108,7 +108,7 @@ static void test_load_errors(void **state) {
   LOAD_FAILS("a: caf\xc3\xa9 \xc3(\n", DL_ERR_FORMAT, "t.yaml:1:9: a byte 0xc3 that is not UTF-8");
   LOAD_FAILS("a: \xc0\xaf\n", DL_ERR_FORMAT, "a byte 0xc0 that is not UTF-8");     /* overlong */
   LOAD_FAILS("a: \xed\xa0\x80\n", DL_ERR_FORMAT, "a byte 0xed that is not UTF-8"); /* surrogate */
-  LOAD_FAILS("a: \xf4\x90\x80\x80\n", DL_ERR_FORMAT, "a byte 0xf4");             /* > U+10FFFF */
+  LOAD_FAILS("a: \xf4\x90\x80\x80\n", DL_ERR_FORMAT, "a byte 0xf4");               /* > U+10FFFF */
   LOAD_FAILS("a: \xe2\x82\n", DL_ERR_FORMAT, "a byte 0xe2");                       /* cut short */
   yu_doc ok;
   load(&ok, "a: \xf0\x9f\x98\x80 \xe2\x82\xac\n"); /* 4- and 3-byte characters */
@@ -340,7 +340,9 @@ static void test_quoted_numbers_refused(void **state) {
   assert_int_equal(i, 5);
   yu_doc_free(&d);
   /* through a field table too */
-  typedef struct { int steps; } cfg;
+  typedef struct {
+    int steps;
+  } cfg;
   static const yu_field fields[] = {{.key = "steps", .type = YU_INT, .offset = 0}};
   cfg c = {0};
   load(&d, "steps: '5'\n");
@@ -436,7 +438,7 @@ static void test_control_characters(void **state) {
     const char *key;
     unsigned cp;
     int at;
-  } bad[] = {{"esc", 0x1b, 4}, {"tab", 0x09, 2}, {"bell", 0x07, 2}, {"c1", 0x85, 2},
+  } bad[] = {{"esc", 0x1b, 4},    {"tab", 0x09, 2},    {"bell", 0x07, 2}, {"c1", 0x85, 2},
              {"bidi", 0x202e, 2}, {"lsep", 0x2028, 2}, {"del", 0x7f, 2}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     v = get(&root, bad[i].key);

@@ -21,8 +21,7 @@ static dl_status vfail_at(const yu_doc *d, yu_pos at, const char *path, dl_statu
   char msg[1536];
   vsnprintf(msg, sizeof msg, fmt, ap);
   const char *sep = path[0] ? ": " : "";
-  if (at.line > 0)
-    return dl_fail(s, "%s:%d:%d: %s%s%s", d->file, at.line, at.col, path, sep, msg);
+  if (at.line > 0) return dl_fail(s, "%s:%d:%d: %s%s%s", d->file, at.line, at.col, path, sep, msg);
   return dl_fail(s, "%s: %s%s%s", d->file, path, sep, msg);
 }
 
@@ -98,8 +97,7 @@ static dl_status read_all(yu_doc *d, size_t max_bytes) {
   }
   size_t len = fread(buf, 1, max_bytes + 1, f);
   dl_status s = DL_OK;
-  if (ferror(f))
-    s = dl_fail(DL_ERR_IO, "%s: cannot read: %s", d->file, strerror(errno));
+  if (ferror(f)) s = dl_fail(DL_ERR_IO, "%s: cannot read: %s", d->file, strerror(errno));
   else if (len > max_bytes)
     s = dl_fail(DL_ERR_FORMAT, "%s: larger than %zu bytes; a scenario file is a few kilobytes",
                 d->file, max_bytes);
@@ -128,8 +126,8 @@ static dl_status refuse_nul(const yu_doc *d) {
       at.col++;
     }
   }
-  return dl_fail(DL_ERR_FORMAT, "%s:%d:%d: a NUL byte; a scenario file is UTF-8 text",
-                 d->file, at.line, at.col);
+  return dl_fail(DL_ERR_FORMAT, "%s:%d:%d: a NUL byte; a scenario file is UTF-8 text", d->file,
+                 at.line, at.col);
 }
 
 /* Length of the well-formed UTF-8 sequence at p (p < end; no overlong
@@ -137,8 +135,10 @@ static dl_status refuse_nul(const yu_doc *d) {
 static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
   unsigned c = p[0];
   if (c < 0x80) return 1;
-  size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-           : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+             : c >= 0xe0 && c <= 0xef ? 3
+             : c >= 0xf0 && c <= 0xf4 ? 4
+                                      : 0;
   if (n == 0 || (size_t)(end - p) < n) return 0;
   for (size_t i = 1; i < n; i++)
     if ((p[i] & 0xc0) != 0x80) return 0;
@@ -159,8 +159,10 @@ static dl_status refuse_bad_text(const yu_doc *d) {
   while (p < end) {
     size_t n = utf8_len(p, end);
     if (n == 0)
-      return dl_fail(DL_ERR_FORMAT, "%s:%d:%d: a byte 0x%02x that is not UTF-8; a scenario file "
-                     "is UTF-8 text", d->file, at.line, at.col, *p);
+      return dl_fail(DL_ERR_FORMAT,
+                     "%s:%d:%d: a byte 0x%02x that is not UTF-8; a scenario file "
+                     "is UTF-8 text",
+                     d->file, at.line, at.col, *p);
     if (*p == '\n') {
       at.line++;
       at.col = 1;
@@ -281,8 +283,9 @@ static dl_status refuse_tag(const yu_doc *d, struct fy_node *n, const char *path
   if (m) at = (yu_pos){m->line + 1, m->column + 1};
   char written[64];
   tag_as_written(d, tag, written, sizeof written);
-  return dl_fail(DL_ERR_FORMAT, "%s:%d:%d: %s%sYAML tags (%s) are not supported; a scenario "
-                                "holds plain values, never typed objects",
+  return dl_fail(DL_ERR_FORMAT,
+                 "%s:%d:%d: %s%sYAML tags (%s) are not supported; a scenario "
+                 "holds plain values, never typed objects",
                  d->file, at.line, at.col, path, path[0] ? ": " : "", written);
 }
 
@@ -314,8 +317,9 @@ static dl_status walk_mapping(const yu_doc *d, struct fy_node *n, const char *pa
       while (slots[i].text && !(slots[i].len == len && !memcmp(slots[i].text, t, len)))
         i = (i + 1) & (cap - 1);
       if (slots[i].text) {
-        s = dl_fail(DL_ERR_FORMAT, "%s:%d:%d: %s: duplicate key '%s' (first at line %d); each key "
-                                   "may appear once in a mapping",
+        s = dl_fail(DL_ERR_FORMAT,
+                    "%s:%d:%d: %s: duplicate key '%s' (first at line %d); each key "
+                    "may appear once in a mapping",
                     d->file, key_at.line, key_at.col, sub, key, slots[i].line);
         break;
       }
@@ -366,8 +370,9 @@ static dl_status parse(yu_doc *d, struct fy_diag *diag) {
   if (second) {
     yu_pos at = pos_or(fy_document_root(second), (yu_pos){1, 1});
     fy_parse_document_destroy(d->parser, second);
-    return dl_fail(DL_ERR_FORMAT, "%s:%d:%d: a second YAML document ('---'); a scenario file "
-                                  "holds exactly one",
+    return dl_fail(DL_ERR_FORMAT,
+                   "%s:%d:%d: a second YAML document ('---'); a scenario file "
+                   "holds exactly one",
                    d->file, at.line, at.col);
   }
   if (fy_diag_got_error(diag)) return syntax_error(d, diag);
@@ -379,8 +384,8 @@ dl_status yu_doc_load(yu_doc *d, const char *file, size_t max_bytes) {
   memset(d, 0, sizeof *d);
   size_t n = strlen(file);
   if (n >= sizeof d->file)
-    return dl_fail(DL_ERR_INVALID, "scenario path of %zu characters is too long (at most %zu)",
-                   n, sizeof d->file - 1);
+    return dl_fail(DL_ERR_INVALID, "scenario path of %zu characters is too long (at most %zu)", n,
+                   sizeof d->file - 1);
   memcpy(d->file, file, n + 1);
   DL_TRY(read_all(d, max_bytes));
   dl_status s = refuse_bad_text(d);
@@ -481,10 +486,14 @@ static dl_status scalar_text(const yu_val *v, const char *what, bool plain, char
       return yu_fail(v, DL_ERR_FORMAT, "expected %s, got %s; write it without quotes", what,
                      block ? "a text block (| or >)" : "a quoted string");
     if (len >= size)
-      return yu_fail(v, DL_ERR_FORMAT, "expected %s, got the quoted string '%.40s...'; write it "
-                     "without quotes", what, t);
-    return yu_fail(v, DL_ERR_FORMAT, "expected %s, got the quoted string '%.*s'; write it "
-                   "without quotes", what, (int)len, t);
+      return yu_fail(v, DL_ERR_FORMAT,
+                     "expected %s, got the quoted string '%.40s...'; write it "
+                     "without quotes",
+                     what, t);
+    return yu_fail(v, DL_ERR_FORMAT,
+                   "expected %s, got the quoted string '%.*s'; write it "
+                   "without quotes",
+                   what, (int)len, t);
   }
   if (bad >= 0)
     return yu_fail(v, DL_ERR_FORMAT, "expected %s, got text with a control character (U+%04X)",
@@ -512,10 +521,8 @@ dl_status yu_bool(const yu_val *v, bool *out) {
 }
 
 static void describe_range(yu_range r, char *buf, size_t size) {
-  if (isinf(r.hi))
-    snprintf(buf, size, "%s %g", r.lo_open ? ">" : ">=", r.lo);
-  else if (isinf(r.lo))
-    snprintf(buf, size, "%s %g", r.hi_open ? "<" : "<=", r.hi);
+  if (isinf(r.hi)) snprintf(buf, size, "%s %g", r.lo_open ? ">" : ">=", r.lo);
+  else if (isinf(r.lo)) snprintf(buf, size, "%s %g", r.hi_open ? "<" : "<=", r.hi);
   else
     snprintf(buf, size, "in %c%g, %g%c", r.lo_open ? '(' : '[', r.lo, r.hi, r.hi_open ? ')' : ']');
 }
@@ -541,8 +548,7 @@ dl_status yu_i64(const yu_val *v, yu_range r, int64_t *out) {
   long long x = strtoll(t, &end, 10);
   if (end == t || *end != '\0' || t[0] == ' ')
     return yu_fail(v, DL_ERR_FORMAT, "expected an integer, got '%s'", t);
-  if (errno == ERANGE)
-    return yu_fail(v, DL_ERR_INVALID, "integer '%s' is out of range", t);
+  if (errno == ERANGE) return yu_fail(v, DL_ERR_INVALID, "integer '%s' is out of range", t);
   DL_TRY(check_range(v, r, (double)x, t));
   *out = (int64_t)x;
   return DL_OK;
@@ -588,16 +594,17 @@ static dl_status copy_str(const yu_val *v, char *buf, size_t size, bool allow_em
   size_t len;
   const char *t = fy_node_get_scalar(v->node, &len);
   if (!t) t = "";
-  if (memchr(t, '\0', len))
-    return yu_fail(v, DL_ERR_FORMAT, "the string holds a NUL character");
+  if (memchr(t, '\0', len)) return yu_fail(v, DL_ERR_FORMAT, "the string holds a NUL character");
   if (len >= size)
     return yu_fail(v, DL_ERR_INVALID, "too long: %zu characters, at most %zu", len, size - 1);
   if (len == 0 && !allow_empty) return yu_fail(v, DL_ERR_INVALID, "must not be empty");
   unsigned cp;
   long bad = find_control(t, len, allow, &cp);
   if (bad >= 0)
-    return yu_fail(v, DL_ERR_FORMAT, "holds a control character (U+%04X) at character %ld; "
-                   "names and text end up in reports and file names", cp, bad + 1);
+    return yu_fail(v, DL_ERR_FORMAT,
+                   "holds a control character (U+%04X) at character %ld; "
+                   "names and text end up in reports and file names",
+                   cp, bad + 1);
   memcpy(buf, t, len);
   buf[len] = '\0';
   return DL_OK;
@@ -611,8 +618,8 @@ dl_status yu_str(const yu_val *v, char *buf, size_t size, bool allow_empty) {
 dl_status yu_text(const yu_val *v, char *buf, size_t size) {
   DL_TRY(copy_str(v, buf, size, false, "\n\t"));
   size_t n = strlen(buf);
-  while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\n' || buf[n - 1] == '\t' ||
-                   buf[n - 1] == '\r'))
+  while (n > 0 &&
+         (buf[n - 1] == ' ' || buf[n - 1] == '\n' || buf[n - 1] == '\t' || buf[n - 1] == '\r'))
     buf[--n] = '\0';
   return DL_OK;
 }
@@ -662,11 +669,14 @@ dl_status yu_map_next(const yu_val *map, void **iter, yu_val *item, bool *got) {
     return yu_fail_key(item, DL_ERR_FORMAT, "keys must be plain names");
   unsigned cp;
   if (find_control(t, len, NULL, &cp) >= 0)
-    return yu_fail_key(item, DL_ERR_FORMAT, "keys must be plain names; this one holds a control "
-                       "character (U+%04X)", cp);
+    return yu_fail_key(item, DL_ERR_FORMAT,
+                       "keys must be plain names; this one holds a control "
+                       "character (U+%04X)",
+                       cp);
   if (len >= sizeof item->key)
-    return yu_fail_key(item, DL_ERR_INVALID, "key '%.40s...' is too long (%zu characters, at "
-                                             "most %zu)",
+    return yu_fail_key(item, DL_ERR_INVALID,
+                       "key '%.40s...' is too long (%zu characters, at "
+                       "most %zu)",
                        t, len, sizeof item->key - 1);
   memcpy(item->key, t, len);
   item->key[len] = '\0';
@@ -693,8 +703,7 @@ dl_status yu_seq_count(const yu_val *v, int min, int max, int *n) {
   if (count < min)
     return yu_fail(v, DL_ERR_INVALID, "expected at least %d item%s, got %d", min,
                    min == 1 ? "" : "s", count);
-  if (count > max)
-    return yu_fail(v, DL_ERR_INVALID, "too many items: %d, at most %d", count, max);
+  if (count > max) return yu_fail(v, DL_ERR_INVALID, "too many items: %d, at most %d", count, max);
   *n = count;
   return DL_OK;
 }
@@ -745,8 +754,7 @@ static dl_status set_number(const yu_val *v, const yu_field *f, void *dst) {
   case YU_U64: return yu_u64(v, (uint64_t *)dst);
   case YU_F32:
     DL_TRY(yu_f64(v, r, &x));
-    if (fabs(x) > FLT_MAX)
-      return yu_fail(v, DL_ERR_INVALID, "%g is too large for a float32", x);
+    if (fabs(x) > FLT_MAX) return yu_fail(v, DL_ERR_INVALID, "%g is too large for a float32", x);
     *(float *)dst = (float)x;
     return DL_OK;
   default:
@@ -774,8 +782,8 @@ static dl_status apply_field(const yu_val *v, const yu_field *f, void *base, voi
   }
 }
 
-dl_status yu_apply(const yu_val *map, const yu_field *fields, int nfields, void *base,
-                   void *ctx, bool check_required, uint64_t *seen) {
+dl_status yu_apply(const yu_val *map, const yu_field *fields, int nfields, void *base, void *ctx,
+                   bool check_required, uint64_t *seen) {
   DL_TRY(yu_expect_mapping(map));
   uint64_t found = 0;
   void *it = NULL;

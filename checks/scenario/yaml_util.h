@@ -20,8 +20,7 @@ struct fy_document;
 struct fy_node;
 struct fy_parser;
 
-enum { YU_PATH_MAX = 256, YU_KEY_MAX = 128, YU_FILE_MAX = 600,
-       YU_MAX_FIELDS = 64 };
+enum { YU_PATH_MAX = 256, YU_KEY_MAX = 128, YU_FILE_MAX = 600, YU_MAX_FIELDS = 64 };
 
 /* A parsed file: its bytes (for hashing) and the document built from them. */
 typedef struct yu_doc {
@@ -42,10 +41,10 @@ typedef struct yu_pos {
 typedef struct yu_val {
   const yu_doc *doc;
   struct fy_node *node;
-  yu_pos at;                /* the value's position (or its key's) */
-  yu_pos key_at;            /* the key's position (mapping values) */
-  char key[YU_KEY_MAX];     /* the key it was found under ("" for items) */
-  char path[YU_PATH_MAX];   /* "optimizer.lr", "model[2].type" */
+  yu_pos at;              /* the value's position (or its key's) */
+  yu_pos key_at;          /* the key's position (mapping values) */
+  char key[YU_KEY_MAX];   /* the key it was found under ("" for items) */
+  char path[YU_PATH_MAX]; /* "optimizer.lr", "model[2].type" */
 } yu_val;
 
 /* Reads and parses `file` (at most `max_bytes`). DL_ERR_IO when it cannot be
@@ -110,7 +109,12 @@ dl_status yu_choice(const yu_val *v, const char *const *names, int *out);
 
 /* Field tables. */
 typedef enum {
-  YU_BOOL, YU_INT, YU_I64, YU_U64, YU_F32, YU_F64,
+  YU_BOOL,
+  YU_INT,
+  YU_I64,
+  YU_U64,
+  YU_F32,
+  YU_F64,
   YU_STR,    /* char[size]; non-empty */
   YU_STR0,   /* char[size]; may be empty */
   YU_TEXT,   /* char[size]; non-empty, trailing whitespace trimmed */
@@ -121,19 +125,18 @@ typedef enum {
 } yu_type;
 
 typedef struct yu_field yu_field;
-typedef dl_status (*yu_parse_fn)(void *ctx, const yu_val *v, const yu_field *f,
-                                 void *base);
+typedef dl_status (*yu_parse_fn)(void *ctx, const yu_val *v, const yu_field *f, void *base);
 
 struct yu_field {
   const char *key;
   yu_type type;
-  size_t offset;               /* into the base struct */
-  size_t size;                 /* strings: buffer size */
-  yu_range range;              /* numbers; all zero (unset) = any value */
-  const char *const *choices;  /* YU_CHOICE: NULL-terminated */
-  const yu_field *sub;         /* YU_MAP */
+  size_t offset;              /* into the base struct */
+  size_t size;                /* strings: buffer size */
+  yu_range range;             /* numbers; all zero (unset) = any value */
+  const char *const *choices; /* YU_CHOICE: NULL-terminated */
+  const yu_field *sub;        /* YU_MAP */
   int nsub;
-  yu_parse_fn parse;           /* YU_CUSTOM */
+  yu_parse_fn parse; /* YU_CUSTOM */
   bool required;
 };
 
@@ -141,17 +144,18 @@ struct yu_field {
  * list of expected ones; with `check_required`, missing required keys fail.
  * *seen (may be NULL) gets bit i for each field i found. ctx goes to custom
  * parsers. */
-dl_status yu_apply(const yu_val *map, const yu_field *fields, int nfields, void *base,
-                   void *ctx, bool check_required, uint64_t *seen);
+dl_status yu_apply(const yu_val *map, const yu_field *fields, int nfields, void *base, void *ctx,
+                   bool check_required, uint64_t *seen);
 
 /* Ranges as initialisers (in calls: (yu_range)YU_GE1). */
-#define YU_RANGE(lo, hi, lo_open, hi_open) {(lo), (hi), (lo_open), (hi_open)}
+#define YU_RANGE(lo, hi, lo_open, hi_open) \
+  { (lo), (hi), (lo_open), (hi_open) }
 #define YU_ANY YU_RANGE(-INFINITY, INFINITY, false, false)
 #define YU_GT0 YU_RANGE(0, INFINITY, true, false)
 #define YU_GE0 YU_RANGE(0, INFINITY, false, false)
 #define YU_GE1 YU_RANGE(1, INFINITY, false, false)
-#define YU_UNIT YU_RANGE(0, 1, false, false)       /* [0, 1] */
-#define YU_UNIT_OPEN YU_RANGE(0, 1, false, true)   /* [0, 1) */
+#define YU_UNIT YU_RANGE(0, 1, false, false)     /* [0, 1] */
+#define YU_UNIT_OPEN YU_RANGE(0, 1, false, true) /* [0, 1) */
 #define YU_INTS(lo, hi) YU_RANGE((lo), (hi), false, false)
 
 #endif
