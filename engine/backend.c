@@ -1,7 +1,7 @@
 /* The CPU fallback of backend.h's dispatch. */
 #include "backend.h"
 
-#include "cpu/gemm.h"
+#include "sgemm.h"
 
 dl_status dl_backend_sgemm(const dl_backend *b, bool trans_a, bool trans_b, int64_t M,
                            int64_t N, int64_t K, const float *A, int64_t lda, const float *B,

@@ -32,7 +32,7 @@ typedef struct dl_conv2d_shape {
 typedef struct dl_backend {
   const char *name; /* "cuda": names the backend in messages */
   void *impl;       /* the backend's state, passed back to each function */
-  /* dl_sgemm's contract (cpu/gemm.h): C = beta C + op(A) op(B), row-major,
+  /* dl_sgemm's contract (sgemm.h): C = beta C + op(A) op(B), row-major,
    * beta 0 or 1; only the summation order is the backend's. */
   dl_status (*sgemm)(void *impl, bool trans_a, bool trans_b, int64_t M, int64_t N,
                      int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,

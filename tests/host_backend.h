@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cpu/gemm.h"
+#include "sgemm.h"
 #include "half.h"
 
 typedef struct host_backend {

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "cpu/gemm.h"
+#include "sgemm.h"
 #include "half.h"
 
 enum { INJECT_PARAMS = 8, INJECT_NUDGED = 4 /* param/4.weight, 5th in state-dict order */ };

@@ -83,7 +83,7 @@ static void json_has_every_key_in_order(void **state) {
  * the same awkward value (compared as hex of its UTF-8 bytes). */
 static void json_reads_in_python(void **state) {
   (void)state;
-  if (system("/usr/bin/python3 -c 'import json' >/dev/null 2>&1") != 0) {
+  if (system(DL_PYTHON " -c 'import json' >/dev/null 2>&1") != 0) {
     skip(); /* no Python here: nothing independent to check against */
   }
   dlc_env e;
@@ -98,7 +98,7 @@ static void json_reads_in_python(void **state) {
   close(fd);
   char cmd[512 + sizeof path], out[2048], want[2048];
   snprintf(cmd, sizeof cmd,
-           "/usr/bin/python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); "
+           DL_PYTHON " -c 'import json, sys; d = json.load(open(sys.argv[1])); "
            "print(\",\".join(d)); print(d[\"cpu_model\"].encode().hex())' %s", path);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);

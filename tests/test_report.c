@@ -33,7 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PYTHON "/usr/bin/python3"
+#define PYTHON DL_PYTHON
 #define XMLLINT "/usr/bin/xmllint"
 #define SCHEMA DL_SOURCE_DIR "/tests/data/junit.xsd"
 

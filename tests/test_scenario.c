@@ -205,12 +205,12 @@ static void check_full_data(const dlc_data_config *d) {
 }
 
 static void check_full_training(const dlc_run_config *c) {
-  assert_int_equal(c->optim.kind, DLC_OPT_ADAMW);
+  assert_int_equal(c->optim.kind, DL_OPTIM_ADAMW);
   assert_true(c->optim.momentum == 0.9f && c->optim.dampening == 0.1f);
   assert_true(c->optim.weight_decay == 0.001f);
   assert_false(c->optim.nesterov);
   assert_true(c->optim.beta1 == 0.8f && c->optim.beta2 == 0.99f && c->optim.eps == 1e-6f);
-  assert_int_equal(c->schedule.kind, DLC_SCHED_COSINE);
+  assert_int_equal(c->schedule.kind, DL_SCHEDULE_COSINE);
   assert_int_equal(c->schedule.step_size, 5);
   assert_true(c->schedule.gamma == 0.5f && c->schedule.min_lr == 1e-4f);
   assert_int_equal(c->schedule.warmup_steps, 3);
@@ -218,7 +218,7 @@ static void check_full_training(const dlc_run_config *c) {
   assert_true(c->clip_max_norm == 1.5f);
   const dlc_precision_config *p = &c->precision;
   assert_int_equal(p->autocast, DL_BF16);
-  assert_int_equal(p->scaler, DLC_SCALER_DYNAMIC);
+  assert_int_equal(p->scaler, DL_SCALER_DYNAMIC);
   assert_true(p->init_scale == 1024.0f && p->growth_factor == 4.0f && p->backoff_factor == 0.25f);
   assert_int_equal(p->growth_interval, 10);
   assert_int_equal(p->loss_half, 1);
@@ -372,14 +372,14 @@ static void test_minimal_defaults(void **state) {
   assert_int_equal(c->data.batch, 1);
   assert_false(c->data.shuffle || c->data.drop_last || c->data.augment);
   assert_int_equal(c->data.workers, 0);
-  assert_int_equal(c->optim.kind, DLC_OPT_SGD);
+  assert_int_equal(c->optim.kind, DL_OPTIM_SGD);
   assert_true(c->optim.lr == 0.01f && c->optim.momentum == 0.0f && c->optim.dampening == 0.0f);
   assert_true(c->optim.weight_decay == 0.0f);
   assert_true(c->optim.beta1 == 0.9f && c->optim.beta2 == 0.999f && c->optim.eps == 1e-8f);
-  assert_int_equal(c->schedule.kind, DLC_SCHED_CONSTANT);
+  assert_int_equal(c->schedule.kind, DL_SCHEDULE_CONSTANT);
   assert_true(c->clip_max_norm == 0.0f);
   assert_int_equal(c->precision.autocast, DL_F32);
-  assert_int_equal(c->precision.scaler, DLC_SCALER_NONE);
+  assert_int_equal(c->precision.scaler, DL_SCALER_OFF);
   assert_true(c->precision.init_scale == 65536.0f && c->precision.growth_factor == 2.0f);
   assert_true(c->precision.backoff_factor == 0.5f);
   assert_int_equal(c->precision.growth_interval, 2000);

@@ -496,7 +496,7 @@ static void model_state_round_trip(void **state) {
  * state-dict order, float32/int64 dtypes, 0-D num_batches_tracked. */
 static void readable_by_h5py(void **state) {
   (void)state;
-  if (system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) {
+  if (system(DL_PYTHON " -c 'import h5py' >/dev/null 2>&1") != 0) {
     skip(); /* python3-h5py is not installed: nothing to check against */
   }
   dl_model *m;
@@ -506,7 +506,7 @@ static void readable_by_h5py(void **state) {
   float w0 = dl_f32(&dl_model_param(m, 0)->value)[0];
   char cmd[2048];
   snprintf(cmd, sizeof cmd,
-           "/usr/bin/python3 -c \"import h5py, numpy as np, sys\n"
+           DL_PYTHON " -c \"import h5py, numpy as np, sys\n"
            "g = h5py.File('%s', 'r')['model']\n"
            "keys = list(g.keys())\n"
            "assert keys == ['0.weight', '0.bias', '1.weight', '1.bias', '1.running_mean', "

@@ -913,12 +913,12 @@ static void golden_meta_table(void **state) {
  * names decoded with urllib.parse.unquote. */
 static void readable_by_h5py(void **state) {
   (void)state;
-  if (system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) {
+  if (system(DL_PYTHON " -c 'import h5py' >/dev/null 2>&1") != 0) {
     skip(); /* python3-h5py is not installed: nothing to check against */
   }
   const char *path = saved_trace("h5py.h5", true);
   char cmd[1024], out[16384];
-  snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/h5py_read_trace.py %s 2>&1",
+  snprintf(cmd, sizeof cmd, DL_PYTHON " %s/tests/h5py_read_trace.py %s 2>&1",
            DL_SOURCE_DIR, path);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);

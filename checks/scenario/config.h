@@ -53,14 +53,6 @@ typedef struct dlc_precision_config {
   int loss_half;            /* A4: loss/softmax in half: 0, 1 (f16), 2 (bf16) */
 } dlc_precision_config;
 
-/* The names tests/test_scenario.c still uses; the engine's are the real ones. */
-#define DLC_OPT_SGD DL_OPTIM_SGD
-#define DLC_OPT_ADAMW DL_OPTIM_ADAMW
-#define DLC_SCHED_CONSTANT DL_SCHEDULE_CONSTANT
-#define DLC_SCHED_COSINE DL_SCHEDULE_COSINE
-#define DLC_SCALER_NONE DL_SCALER_OFF
-#define DLC_SCALER_DYNAMIC DL_SCALER_DYNAMIC
-
 typedef struct dlc_parallel_config {
   int world;                /* data-parallel ranks; 1 = single process */
   int threads;              /* kernel threads (dl_set_num_threads) */

@@ -11,7 +11,7 @@
  * columns takes the ISA's narrow path instead, where it has one
  * (gemm_internal.h): whole rows per thread, the same order per element. */
 #define _POSIX_C_SOURCE 200809L
-#include "cpu/gemm.h"
+#include "sgemm.h"
 
 #include "cpu/gemm_internal.h"
 #include "threads.h"

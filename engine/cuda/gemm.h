@@ -1,5 +1,5 @@
 /* Matrix multiply on the GPU through cuBLAS, with dl_sgemm's row-major
- * convention (cpu/gemm.h):
+ * convention (sgemm.h):
  *
  *   C[m,n] = beta * C[m,n] + sum_k op(A)[m,k] * op(B)[k,n]
  *

@@ -12,7 +12,7 @@ export DLCHECK_ROOT=$ROOT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
   OMPI_MCA_plm_rsh_agent=false OMPI_MCA_rmaps_base_oversubscribe=1
-WORK=$(mktemp -d /tmp/dlcheck-mpi-XXXXXX)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/dlcheck-mpi-XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok   $1"; }
