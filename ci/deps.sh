@@ -7,6 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake clang pkg-config
+  libclang-rt-14-dev clang-format  # libFuzzer and sanitizer runtimes; ci/format.sh
   libhdf5-dev hdf5-tools        # traces, goldens, fixtures
   libcmocka-dev gcovr valgrind  # tests and coverage
   libfyaml-dev                  # scenario files
