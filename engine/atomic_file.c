@@ -95,8 +95,8 @@ static bool process_gone(long pid) {
 }
 
 int dl_atomic_remove_stale(const char *path) {
-  char *dir;
-  const char *base;
+  char *dir = NULL;
+  const char *base = NULL; /* set with dir; GCC -O2 cannot tell */
   if (!path || !*path || split_path(path, &dir, &base) != DL_OK) return 0;
   int removed = 0;
   DIR *d = opendir(dir);
