@@ -76,6 +76,34 @@ static void cursor_walks_epochs(void **state) {
   fixture_free(f);
 }
 
+/* Every batch holds the dataset's rows of its ids, the short last one
+ * too (its tensors are shaped [n, ...], not [capacity, ...]: a row size
+ * taken from the capacity copied too few bytes and left stale rows), and
+ * dlc_batch_rows views exactly its rows. */
+static void batches_hold_their_rows(void **state) {
+  (void)state;
+  cursor_fixture *f = fixture(4, false);
+  const int64_t xrow = f->ds.x.numel / f->ds.n;
+  static const int64_t sizes[] = {4, 4, 2};
+  for (int b = 0; b < 3; b++) {
+    int64_t rows = sizes[b];
+    assert_int_equal(dlc_cursor_next(&f->cur, &f->batch), DL_OK);
+    assert_int_equal(f->batch.n, rows);
+    for (int64_t i = 0; i < rows; i++) {
+      int64_t id = f->batch.ids[i];
+      assert_memory_equal(dl_f32(&f->batch.x) + i * xrow, dl_f32(&f->ds.x) + id * xrow,
+                          (size_t)xrow * sizeof(float));
+      assert_int_equal(dl_i32(&f->batch.y)[i], dl_i32(&f->ds.y)[id]);
+    }
+    dl_tensor x, y;
+    dlc_batch_rows(&f->batch, rows, &x, &y);
+    assert_int_equal(x.shape[0], rows);
+    assert_int_equal(x.numel, rows * xrow);
+    assert_int_equal(y.numel, rows);
+  }
+  fixture_free(f);
+}
+
 /* drop_last: the short batch is skipped and its samples never seen. */
 static void cursor_drops_the_short_batch(void **state) {
   (void)state;
@@ -278,6 +306,7 @@ static void a_trace_too_large_is_refused_up_front(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(cursor_walks_epochs),
+      cmocka_unit_test(batches_hold_their_rows),
       cmocka_unit_test(cursor_drops_the_short_batch),
       cmocka_unit_test(cursor_too_few_samples_for_a_batch),
       cmocka_unit_test(cursor_seek_resumes),

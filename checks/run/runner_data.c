@@ -65,16 +65,21 @@ static dl_status open_loader(dlc_data_cursor *d) {
   return dl_loader_create(&d->loader, d->train, d->order.v + d->pos, d->order.n - d->pos, &o);
 }
 
-static void copy_rows(dl_tensor *dst, const dl_tensor *src, int64_t cap, int64_t rows) {
+/* The bytes of one row of t: a short batch's tensors are shaped [n, ...]
+ * (dl_dataset_gather), not [capacity, ...]. */
+static size_t row_bytes(const dl_tensor *t) {
+  return t->shape[0] > 0 ? dl_tensor_bytes(t) / (size_t)t->shape[0] : 0;
+}
+
+static void copy_rows(dl_tensor *dst, const dl_tensor *src, int64_t rows) {
   if (!src->data) return;
-  size_t row = dl_tensor_bytes(src) / (size_t)cap;
-  memcpy(dst->data, src->data, row * (size_t)rows);
+  memcpy(dst->data, src->data, row_bytes(src) * (size_t)rows);
 }
 
 static void take_batch(dlc_data_cursor *d, const dl_batch *b, dl_batch *dst) {
-  copy_rows(&dst->x, &b->x, b->capacity, b->n);
-  copy_rows(&dst->y, &b->y, b->capacity, b->n);
-  copy_rows(&dst->lengths, &b->lengths, b->capacity, b->n);
+  copy_rows(&dst->x, &b->x, b->n);
+  copy_rows(&dst->y, &b->y, b->n);
+  copy_rows(&dst->lengths, &b->lengths, b->n);
   memcpy(dst->ids, b->ids, (size_t)b->n * sizeof *b->ids);
   dst->n = b->n;
   if (d->epoch == 0 && d->seen)
@@ -108,8 +113,8 @@ void dlc_batch_rows(const dl_batch *b, int64_t rows, dl_tensor *x, dl_tensor *y)
   *x = b->x;
   *y = b->y;
   x->shape[0] = y->shape[0] = rows;
-  x->numel = x->numel / b->capacity * rows;
-  y->numel = y->numel / b->capacity * rows;
+  x->numel = b->x.shape[0] > 0 ? b->x.numel / b->x.shape[0] * rows : 0;
+  y->numel = b->y.shape[0] > 0 ? b->y.numel / b->y.shape[0] * rows : 0;
 }
 
 /* a * b into *out unless it leaves int64 (both >= 0). */

@@ -34,16 +34,17 @@ static dl_ctx train_ctx(dlc_rank *r, const dl_batch *b, int64_t *ids_scratch) {
 }
 
 /* Tokens with a target in the K micro-batches of every rank (G4's correct
- * normaliser of a mean); 0 for classification data and for a sum, which
- * needs no normaliser. */
+ * normaliser of a mean); 0 for one target per sample (classification) and
+ * for a sum, which need no normaliser. Per-token targets ([N, T], padding
+ * at ignore_index) are generated token data or a token fixture alike. */
 static dl_status count_tokens(dlc_rank *r, float *total) {
   const dlc_run_config *c = r->cfg;
   *total = 0;
-  if (c->data.source != DLC_DATA_TOKENS || c->loss.reduction != DL_REDUCTION_MEAN) return DL_OK;
+  if (r->train.micro[0].y.ndim < 2 || c->loss.reduction != DL_REDUCTION_MEAN) return DL_OK;
   float n = 0;
   for (int k = 0; k < c->accumulation; k++) {
     const dl_batch *b = &r->train.micro[k];
-    int64_t per_row = b->y.numel / b->capacity;
+    int64_t per_row = b->y.numel / b->y.shape[0];
     for (int64_t i = 0; i < b->n * per_row; i++) n += dl_i32(&b->y)[i] != c->loss.ignore_index;
   }
   DL_TRY(dl_comm_allreduce_sum(r->comm, &n, 1));
