@@ -24,8 +24,7 @@ int cli_print_calibration(const char *path);
 const char *cli_root(void);
 
 /* A progress line on stderr when it is a terminal, nothing otherwise. */
-void cli_progress(void *user, const char *scenario, const char *what, int64_t step,
-                  int64_t steps);
+void cli_progress(void *user, const char *scenario, const char *what, int64_t step, int64_t steps);
 void cli_progress_done(void);
 bool cli_stdout_is_tty(void);
 /* run/record/report/record --repeat-from (cli/scratch.c): the scratch folder $TMPDIR/dlcheck-PID-XXXXXX

@@ -45,8 +45,10 @@ int cli_print_calibration(const char *path) {
   }
   int code = EXIT_PASS;
   if (env.repeats == 0) {
-    fprintf(stderr, "dlcheck calibrate: %s is a single-run golden: record it with "
-                    "`dlcheck record --repeat N` to calibrate\n", path);
+    fprintf(stderr,
+            "dlcheck calibrate: %s is a single-run golden: record it with "
+            "`dlcheck record --repeat N` to calibrate\n",
+            path);
     code = EXIT_USAGE;
   } else {
     dlc_envelope_recommend(&env, &ref, golden_rule, &meta, stdout);

@@ -53,8 +53,7 @@ static void say(text *t, const char *fmt, ...) {
 }
 
 static bool covered_final(const char *name) {
-  return !strncmp(name, "param/", 6) || !strncmp(name, "buffer/", 7) ||
-         !strncmp(name, "grad/", 5);
+  return !strncmp(name, "param/", 6) || !strncmp(name, "buffer/", 7) || !strncmp(name, "grad/", 5);
 }
 
 /* Every other final tensor (init/: the initial weights, and any other
@@ -89,8 +88,7 @@ static const dlc_layer_stats *stats_at(const dlc_trace *t, int64_t step) {
 
 /* Layer statistics at every step both recorded them (a golden records
  * every early step, a trace its own schedule): the first that differs. */
-static void compare_stats(const dlc_trace t[2], const dlc_tolerance *tol, text *diff,
-                          int *steps) {
+static void compare_stats(const dlc_trace t[2], const dlc_tolerance *tol, text *diff, int *steps) {
   for (int i = 0; i < t[0].nstats; i++) {
     const dlc_layer_stats *a = &t[0].stats[i], *b = stats_at(&t[1], a->step);
     if (!b) continue;
@@ -106,9 +104,11 @@ static void compare_stats(const dlc_trace t[2], const dlc_tolerance *tol, text *
     for (int l = 0; l < a->nlayers; l++) {
       dlc_diff d = dlc_compare_f64(a->stat[l], b->stat[l], DLC_STAT_COUNT, tol);
       if (d.ok) continue;
-      say(diff, "Layer statistics first differ at step %lld, layer %s, %s: %.9g (%s) vs %.9g "
-          "(%s). ", (long long)a->step, a->layer[l], dlc_stat_names[d.first_bad],
-          d.a_at_first, t[0].run, d.b_at_first, t[1].run);
+      say(diff,
+          "Layer statistics first differ at step %lld, layer %s, %s: %.9g (%s) vs %.9g "
+          "(%s). ",
+          (long long)a->step, a->layer[l], dlc_stat_names[d.first_bad], d.a_at_first, t[0].run,
+          d.b_at_first, t[1].run);
       return;
     }
   }
@@ -172,8 +172,8 @@ static void series_only_in(const dlc_trace *x, const dlc_trace *y, text *skipped
 
 /* Everything else a trace holds, in the order the files were named;
  * returns whether it all agrees. */
-static bool compare_rest(const dlc_trace t[2], const dlc_tolerance *tol, text *diff,
-                         text *done, text *skipped) {
+static bool compare_rest(const dlc_trace t[2], const dlc_tolerance *tol, text *diff, text *done,
+                         text *skipped) {
   int finals = 0, steps = 0, metrics = 0;
   compare_other_finals(t, tol, diff, &finals);
   compare_stats(t, tol, diff, &steps);
@@ -182,8 +182,10 @@ static bool compare_rest(const dlc_trace t[2], const dlc_tolerance *tol, text *d
   compare_metrics(t, tol, diff, skipped, &metrics);
   series_only_in(&t[0], &t[1], skipped);
   series_only_in(&t[1], &t[0], skipped);
-  say(done, "also compared: %d other final tensors (initial weights), layer statistics at %d "
-      "common step(s), %s, %d metrics", finals, steps,
+  say(done,
+      "also compared: %d other final tensors (initial weights), layer statistics at %d "
+      "common step(s), %s, %d metrics",
+      finals, steps,
       bitwise ? "per-step digests" : "not the per-step digests (bit hashes: bitwise only)",
       metrics);
   if (t[0].nnotes || t[1].nnotes) say(skipped, "notes (text: where each run computed); ");
@@ -236,8 +238,8 @@ static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
       v.kind = DLC_FAIL;
       size_t len = strlen(v.evidence);
       if (len && v.evidence[len - 1] == '.') len--;
-      printf("%s: %.*s, but they differ in the rest: %s\n", dlc_verdict_name(v.kind),
-             (int)len, v.evidence, diff.s);
+      printf("%s: %.*s, but they differ in the rest: %s\n", dlc_verdict_name(v.kind), (int)len,
+             v.evidence, diff.s);
     } else {
       printf("%s: %s%s%s\n", dlc_verdict_name(v.kind), v.evidence, rest ? "" : " ", diff.s);
     }

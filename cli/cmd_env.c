@@ -28,7 +28,10 @@ static void print_cuda_checks(void) {
   printf("\nCUDA environment checks:\n");
   for (int i = 0; i < 3; i++)
     printf("  %s  %-4s %s\n", checks[i].id,
-           !checks[i].applicable ? "n/a" : checks[i].ok ? "ok" : "FAIL", checks[i].message);
+           !checks[i].applicable ? "n/a"
+           : checks[i].ok        ? "ok"
+                                 : "FAIL",
+           checks[i].message);
 #else
   printf("\nCUDA environment checks (E1-E3): this build has no CUDA backend\n");
 #endif

@@ -19,7 +19,8 @@ int cmd_list(int argc, char **argv) {
     bool help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h");
     fputs("usage: dlcheck list\n\nPrints each scenario under ROOT/scenarios with the "
           "catalogue IDs its pitfall\nvariants inject, then the catalogue with the scenario "
-          "that covers each ID.\n", help ? stdout : stderr);
+          "that covers each ID.\n",
+          help ? stdout : stderr);
     return help ? EXIT_PASS : EXIT_USAGE;
   }
   char dir[1024];
@@ -58,8 +59,8 @@ int cmd_list(int argc, char **argv) {
   printf("\n%-4s %-16s %s\n", "ID", "scenario", "mistake");
   for (int k = 0; k < dlc_catalogue_count(); k++) {
     const dlc_pitfall_entry *p = dlc_catalogue_at(k);
-    printf("%-4s %-16s %s\n%-21s fix: %s\n", p->id, covered_by[k] ? covered_by[k] : "-",
-           p->mistake, "", p->fix);
+    printf("%-4s %-16s %s\n%-21s fix: %s\n", p->id, covered_by[k] ? covered_by[k] : "-", p->mistake,
+           "", p->fix);
   }
   for (int i = 0; i < n; i++) free(names[i]);
   return EXIT_PASS;

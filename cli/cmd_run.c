@@ -115,8 +115,10 @@ static int parse_args(int argc, char **argv, run_args *a) {
   }
   struct stat gd;
   if (a->golden_dir && stat(a->golden_dir, &gd) == 0 && !S_ISDIR(gd.st_mode)) {
-    fprintf(stderr, "dlcheck: --golden-dir %s is not a folder: give the folder that holds "
-                    "<scenario>/<backend>.h5\n", a->golden_dir);
+    fprintf(stderr,
+            "dlcheck: --golden-dir %s is not a folder: give the folder that holds "
+            "<scenario>/<backend>.h5\n",
+            a->golden_dir);
     return EXIT_USAGE;
   }
   dlc_device device;
@@ -134,10 +136,12 @@ static int parse_args(int argc, char **argv, run_args *a) {
   mpi_built = true;
 #endif
   if (strcmp(a->comm, "local") != 0 && !(mpi_built && strcmp(a->comm, "mpi") == 0)) {
-    fprintf(stderr, "dlcheck: communication backend '%s' is not available in this build "
-                    "(this build runs --comm local%s)\n", a->comm, mpi_built ? " or mpi" : "");
+    fprintf(stderr,
+            "dlcheck: communication backend '%s' is not available in this build "
+            "(this build runs --comm local%s)\n",
+            a->comm, mpi_built ? " or mpi" : "");
     return strcmp(a->comm, "mpi") == 0 || strcmp(a->comm, "nccl") == 0 ? EXIT_ENVIRONMENT
-                                                                      : EXIT_USAGE;
+                                                                       : EXIT_USAGE;
   }
   return -1;
 }
@@ -152,9 +156,8 @@ static dl_status set_world(dlc_run_config *c, int world) {
                    c->name, (long long)c->data.batch, c->parallel.world);
   int64_t global = c->data.batch * c->parallel.world;
   if (global % world)
-    return dl_fail(DL_ERR_INVALID,
-                   "run %s: its global batch of %lld does not split into %d ranks", c->name,
-                   (long long)global, world);
+    return dl_fail(DL_ERR_INVALID, "run %s: its global batch of %lld does not split into %d ranks",
+                   c->name, (long long)global, world);
   c->data.batch = global / world;
   c->parallel.world = world;
   return DL_OK;
@@ -268,8 +271,9 @@ static int expand_dirs(run_args *a, char ***owned, int *nowned) {
 
 static int record_one(dlc_scenario *s, const dlc_exec_options *o, const run_args *a) {
   char path[1024];
-  dl_status st = a->repeat ? dlc_scenario_record_repeat(s, o, a->repeat, a->widen, path, sizeof path)
-                           : dlc_scenario_record(s, o, path, sizeof path);
+  dl_status st = a->repeat
+                     ? dlc_scenario_record_repeat(s, o, a->repeat, a->widen, path, sizeof path)
+                     : dlc_scenario_record(s, o, path, sizeof path);
   cli_progress_done();
   if (st) {
     fprintf(stderr, "dlcheck: %s: %s\n", s->dir, dl_last_error());
@@ -361,8 +365,12 @@ int cmd_run(int argc, char **argv, bool record) {
     free(owned);
     return code;
   }
-  dlc_exec_options o = {.root = cli_root(), .golden_dir = a.golden_dir, .backend = a.backend,
-                        .workdir = workdir, .pitfalls = a.pitfalls, .progress = cli_progress,
+  dlc_exec_options o = {.root = cli_root(),
+                        .golden_dir = a.golden_dir,
+                        .backend = a.backend,
+                        .workdir = workdir,
+                        .pitfalls = a.pitfalls,
+                        .progress = cli_progress,
                         .trace_dir = a.out ? traces : NULL};
   if (!strcmp(a.comm, "mpi")) code = start_mpi(&a, &o);
   bool rank0 = !o.comm || dl_comm_rank(o.comm) == 0;

@@ -22,8 +22,7 @@ const char *cli_env_json(void) {
 
 static bool line_open;
 
-void cli_progress(void *user, const char *scenario, const char *what, int64_t step,
-                  int64_t steps) {
+void cli_progress(void *user, const char *scenario, const char *what, int64_t step, int64_t steps) {
   (void)user;
   if (!isatty(STDERR_FILENO)) return;
   fprintf(stderr, "\r\033[K[%s] %s: step %lld/%lld", scenario, what, (long long)step,

@@ -58,11 +58,13 @@ static void remove_stale_scratch(const char *base) {
 int cli_scratch_make(char *out, size_t len) {
   const char *base = tmp_base();
   remove_stale_scratch(base);
-  if ((size_t)snprintf(scratch, sizeof scratch, "%s/dlcheck-%ld-XXXXXX", base,
-                       (long)getpid()) >= sizeof scratch ||
+  if ((size_t)snprintf(scratch, sizeof scratch, "%s/dlcheck-%ld-XXXXXX", base, (long)getpid()) >=
+          sizeof scratch ||
       !mkdtemp(scratch)) {
-    fprintf(stderr, "dlcheck: cannot create a scratch folder in %s: %s (set TMPDIR to a "
-                    "writable folder)\n", base, strerror(errno));
+    fprintf(stderr,
+            "dlcheck: cannot create a scratch folder in %s: %s (set TMPDIR to a "
+            "writable folder)\n",
+            base, strerror(errno));
     scratch[0] = '\0';
     return EXIT_ENVIRONMENT;
   }
@@ -101,8 +103,10 @@ static void *wait_for_signal(void *arg) {
   if (scratch[0]) remove_flat(scratch);
   const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
   char msg[256];
-  int n = snprintf(msg, sizeof msg, "\ndlcheck: stopped by %s: the files being written and the "
-                   "scratch folder are removed; nothing was written half-way\n", name);
+  int n = snprintf(msg, sizeof msg,
+                   "\ndlcheck: stopped by %s: the files being written and the "
+                   "scratch folder are removed; nothing was written half-way\n",
+                   name);
   if (n > 0 && write(STDERR_FILENO, msg, (size_t)n) < 0) n = 0;
   _exit(128 + sig);
   return NULL;

@@ -2,8 +2,8 @@
 
 #include <math.h>
 
-void dl_scaler_init(dl_grad_scaler *s, dl_scaler_mode mode, float init_scale,
-                    float growth_factor, float backoff_factor, int growth_interval) {
+void dl_scaler_init(dl_grad_scaler *s, dl_scaler_mode mode, float init_scale, float growth_factor,
+                    float backoff_factor, int growth_interval) {
   s->mode = mode;
   s->scale = init_scale;
   s->growth_factor = growth_factor;

@@ -17,13 +17,13 @@ typedef struct dl_grad_scaler {
   float scale;
   float growth_factor, backoff_factor;
   int growth_interval;
-  int growth_tracker;  /* good steps in a row since the last change */
-  bool found_inf;      /* set by unscale for the current step */
-  bool unscaled;       /* unscale already ran this step (it runs once) */
+  int growth_tracker; /* good steps in a row since the last change */
+  bool found_inf;     /* set by unscale for the current step */
+  bool unscaled;      /* unscale already ran this step (it runs once) */
 } dl_grad_scaler;
 
-void dl_scaler_init(dl_grad_scaler *s, dl_scaler_mode mode, float init_scale,
-                    float growth_factor, float backoff_factor, int growth_interval);
+void dl_scaler_init(dl_grad_scaler *s, dl_scaler_mode mode, float init_scale, float growth_factor,
+                    float backoff_factor, int growth_interval);
 /* Factor the loss gradient is multiplied by: scale, or 1 when off. */
 float dl_scaler_factor(const dl_grad_scaler *s);
 /* grads *= 1/scale (as torch: the reciprocal of the scale in double,

@@ -136,9 +136,10 @@ static dl_status check_target(const char *path) {
                    strerror(errno));
   }
   if (S_ISREG(st.st_mode)) return DL_OK;
-  return dl_fail(DL_ERR_IO, "refusing to write %s: it is %s, and dlcheck replaces only "
-                 "regular files (remove it, or write somewhere else)", path,
-                 file_kind(st.st_mode));
+  return dl_fail(DL_ERR_IO,
+                 "refusing to write %s: it is %s, and dlcheck replaces only "
+                 "regular files (remove it, or write somewhere else)",
+                 path, file_kind(st.st_mode));
 }
 
 dl_status dl_atomic_open(dl_atomic_file *f, const char *path) {
@@ -165,8 +166,10 @@ dl_status dl_atomic_open(dl_atomic_file *f, const char *path) {
   reset(f);
   if (e == ECANCELED)
     return dl_fail(DL_ERR_IO, "cannot write %s: dlcheck is stopping (signal)", path);
-  return dl_fail(DL_ERR_IO, "cannot create a temporary file beside %s (%s): check that the "
-                 "folder exists and is writable", path, strerror(e));
+  return dl_fail(DL_ERR_IO,
+                 "cannot create a temporary file beside %s (%s): check that the "
+                 "folder exists and is writable",
+                 path, strerror(e));
 }
 
 dl_status dl_atomic_fdopen(dl_atomic_file *f, FILE **out) {
@@ -197,8 +200,7 @@ dl_status dl_atomic_commit(dl_atomic_file *f) {
   if (fsync(f->fd) != 0)
     s = dl_fail(DL_ERR_IO, "cannot write %s to disk: %s (disk full?)", f->tmp, strerror(errno));
   if (close(f->fd) != 0 && s == DL_OK)
-    s = dl_fail(DL_ERR_IO, "cannot finish writing %s: %s (disk full?)", f->tmp,
-                strerror(errno));
+    s = dl_fail(DL_ERR_IO, "cannot finish writing %s: %s (disk full?)", f->tmp, strerror(errno));
   f->fd = -1;
   /* Checked again: a link put there while we wrote is refused too (rename
    * would replace the link itself, never its target, but say so). */
@@ -231,8 +233,7 @@ dl_status dl_open_regular(const char *path, const char *what, int *fd) {
   if (!path || !*path) return dl_fail(DL_ERR_INVALID, "no file name given%s%s", sp, what);
   /* O_NONBLOCK: opening a FIFO with no writer returns at once. */
   int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (f < 0)
-    return dl_fail(DL_ERR_IO, "%s: cannot open%s%s: %s", path, sp, what, strerror(errno));
+  if (f < 0) return dl_fail(DL_ERR_IO, "%s: cannot open%s%s: %s", path, sp, what, strerror(errno));
   struct stat st;
   if (fstat(f, &st) != 0) {
     int e = errno;
@@ -243,7 +244,8 @@ dl_status dl_open_regular(const char *path, const char *what, int *fd) {
     close(f);
     if (S_ISDIR(st.st_mode))
       return dl_fail(DL_ERR_IO, "%s: cannot read%s%s: %s", path, sp, what, strerror(EISDIR));
-    return dl_fail(DL_ERR_IO, "%s: cannot read%s%s: it is %s, not a regular file (give a "
+    return dl_fail(DL_ERR_IO,
+                   "%s: cannot read%s%s: it is %s, not a regular file (give a "
                    "file; dlcheck does not read pipes or devices, which could block it)",
                    path, sp, what, file_kind(st.st_mode));
   }

@@ -3,10 +3,11 @@
 
 #include "sgemm.h"
 
-dl_status dl_backend_sgemm(const dl_backend *b, bool trans_a, bool trans_b, int64_t M,
-                           int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                           int64_t ldb, float beta, float *C, int64_t ldc) {
-  if (b && b->sgemm) return b->sgemm(b->impl, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+dl_status dl_backend_sgemm(const dl_backend *b, bool trans_a, bool trans_b, int64_t M, int64_t N,
+                           int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float beta, float *C, int64_t ldc) {
+  if (b && b->sgemm)
+    return b->sgemm(b->impl, trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
   dl_sgemm(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
   return DL_OK;
 }

@@ -41,11 +41,10 @@ dl_status dl_grad_norm(dl_param *const *params, int n, float *total_norm_out) {
   return total_norm(params, n, total_norm_out, &bad);
 }
 
-dl_status dl_clip_grad_norm(dl_param *const *params, int n, float max_norm,
-                            bool error_if_nonfinite, float *total_norm_out) {
+dl_status dl_clip_grad_norm(dl_param *const *params, int n, float max_norm, bool error_if_nonfinite,
+                            float *total_norm_out) {
   if (!(max_norm >= 0.0f))
-    return dl_fail(DL_ERR_INVALID, "clip_grad_norm: max_norm %g must be >= 0",
-                   (double)max_norm);
+    return dl_fail(DL_ERR_INVALID, "clip_grad_norm: max_norm %g must be >= 0", (double)max_norm);
   float total;
   const dl_param *bad;
   DL_TRY(total_norm(params, n, &total, &bad));

@@ -27,7 +27,7 @@ dl_status dl_grad_norm(dl_param *const *params, int n, float *total_norm_out);
  * untouched) if error_if_nonfinite; otherwise it proceeds as torch: an
  * infinite norm gives coefficient 0, a NaN norm NaN. max_norm must be >= 0
  * (inf allowed: the gradients are then multiplied by 1). */
-dl_status dl_clip_grad_norm(dl_param *const *params, int n, float max_norm,
-                            bool error_if_nonfinite, float *total_norm_out);
+dl_status dl_clip_grad_norm(dl_param *const *params, int n, float max_norm, bool error_if_nonfinite,
+                            float *total_norm_out);
 
 #endif

@@ -47,8 +47,8 @@ dl_status dl_dataset_load_h5(dl_dataset *ds, const char *path, const char *group
  * stream (seed, "blobs/sample", {i}): label = dl_stream_below(word 0,
  * classes), x[i][d] = m_label[d] + spread * normal (Box-Muller words 2+2d,
  * 3+2d). x DL_F32 [n, dim], y DL_I32 [n]. */
-dl_status dl_dataset_blobs(dl_dataset *ds, int64_t n, int64_t dim, int classes,
-                           float spread, uint64_t seed);
+dl_status dl_dataset_blobs(dl_dataset *ds, int64_t n, int64_t dim, int classes, float spread,
+                           uint64_t seed);
 
 /* Variable-length token sequences, T = max_len. Sample i uses stream
  * (seed, "seq/sample", {i}): length = min_len + dl_stream_below(word 0,
@@ -83,7 +83,6 @@ void dl_batch_free(dl_batch *b); /* leaves b zeroed; safe on zeroed */
 /* Copies rows idx[0..n-1] of ds into b (1 <= n <= capacity) and sets b->ids
  * to idx. DL_ERR_INVALID if an index is outside [0, N) or b was allocated for
  * a dataset of another shape; b is unchanged then. */
-dl_status dl_dataset_gather(const dl_dataset *ds, const int64_t *idx, int64_t n,
-                            dl_batch *b);
+dl_status dl_dataset_gather(const dl_dataset *ds, const int64_t *idx, int64_t n, dl_batch *b);
 
 #endif

@@ -39,8 +39,7 @@ hid_t dl_h5_file_access(void) {
   hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   if (fapl < 0) return fapl;
   H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
-#if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) ||     \
-    H5_VERSION_GE(1, 12, 1)
+#if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) || H5_VERSION_GE(1, 12, 1)
   H5Pset_file_locking(fapl, 0, 1);
 #endif
   return fapl;
@@ -75,11 +74,10 @@ dl_status dl_h5_close(hid_t *file, const char *name, dl_status s) {
     if (e && atoi(e + 8) > 0) snprintf(why, sizeof why, "%s", strerror(atoi(e + 8)));
     else if (strstr(why, "write failed") && err) snprintf(why, sizeof why, "%s", strerror(err));
     if (s == DL_OK)
-      s = dl_fail(DL_ERR_IO, "cannot finish writing %s (%s): disk full or file too large?",
-                  name, why);
+      s = dl_fail(DL_ERR_IO, "cannot finish writing %s (%s): disk full or file too large?", name,
+                  why);
   }
   dl_h5_quiet_end(q);
   *file = H5I_INVALID_HID;
   return s;
 }
-

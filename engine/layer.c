@@ -46,8 +46,7 @@ dl_status dl_layer_kind_parse(const char *name, dl_layer_kind *out) {
   size_t n = 0;
   for (int k = 0; k < DL_LAYER_KIND_COUNT && n < sizeof known; k++)
     n += (size_t)snprintf(known + n, sizeof known - n, k ? ", %s" : "%s", kinds[k].name);
-  return dl_fail(DL_ERR_INVALID, "unknown layer kind '%s'; expected one of: %s", name,
-                 known);
+  return dl_fail(DL_ERR_INVALID, "unknown layer kind '%s'; expected one of: %s", name, known);
 }
 
 dl_layer_desc dl_layer_default(dl_layer_kind kind) {
@@ -61,20 +60,17 @@ dl_layer_desc dl_layer_default(dl_layer_kind kind) {
   d.eps = 1e-5f;
   d.momentum = 0.1f;
   d.p = kind == DL_ATTENTION ? 0.0f : 0.5f; /* nn.MultiheadAttention: dropout=0.0 */
-  d.heads = 1; /* attention: num_heads (scenarios must give it) */
+  d.heads = 1;                              /* attention: num_heads (scenarios must give it) */
   return d;
 }
 
 /* "layer 3 (linear)" or "layer 2.body.0 (conv2d)"; "linear layer" when the
  * layer stands alone (empty prefix). */
-static const char *layer_label(const char *prefix, dl_layer_kind kind, char *buf,
-                               size_t len) {
+static const char *layer_label(const char *prefix, dl_layer_kind kind, char *buf, size_t len) {
   size_t n = strlen(prefix);
   if (n > 0 && prefix[n - 1] == '.') n--;
-  if (n == 0)
-    snprintf(buf, len, "%s layer", dl_layer_kind_name(kind));
-  else
-    snprintf(buf, len, "layer %.*s (%s)", (int)n, prefix, dl_layer_kind_name(kind));
+  if (n == 0) snprintf(buf, len, "%s layer", dl_layer_kind_name(kind));
+  else snprintf(buf, len, "layer %.*s (%s)", (int)n, prefix, dl_layer_kind_name(kind));
   return buf;
 }
 
@@ -84,16 +80,15 @@ const char *dl_layer_label(const dl_layer *l, char *buf, size_t len) {
 
 dl_status dl_layer_need_positive(const char *label, const char *field, int64_t v) {
   if (v > 0) return DL_OK;
-  return dl_fail(DL_ERR_INVALID, "%s: %s must be > 0, got %lld", label, field,
-                 (long long)v);
+  return dl_fail(DL_ERR_INVALID, "%s: %s must be > 0, got %lld", label, field, (long long)v);
 }
 
 dl_status dl_layer_check_window(const char *label, const dl_layer_desc *d, int min_stride) {
   DL_TRY(dl_layer_need_positive(label, "kernel", d->kernel));
   if (min_stride > 0) DL_TRY(dl_layer_need_positive(label, "stride", d->stride));
   if (d->stride < 0)
-    return dl_fail(DL_ERR_INVALID, "%s: stride must be >= 0 (0 = kernel), got %d",
-                   label, d->stride);
+    return dl_fail(DL_ERR_INVALID, "%s: stride must be >= 0 (0 = kernel), got %d", label,
+                   d->stride);
   if (d->padding < 0)
     return dl_fail(DL_ERR_INVALID, "%s: padding must be >= 0, got %d", label, d->padding);
   return DL_OK;
@@ -120,8 +115,8 @@ dl_status dl_layer_no_init(dl_layer *l, uint64_t seed) {
   return DL_OK;
 }
 
-dl_status dl_layer_init(dl_layer *l, const dl_layer_desc *d, const char *prefix,
-                        uint64_t rng_id, uint64_t seed) {
+dl_status dl_layer_init(dl_layer *l, const dl_layer_desc *d, const char *prefix, uint64_t rng_id,
+                        uint64_t seed) {
   char label[DL_NAME_MAX + 32];
   memset(l, 0, sizeof *l);
   if (!prefix) prefix = "";
@@ -167,13 +162,12 @@ void dl_layer_destroy(dl_layer *l) {
 static dl_status full_name(char *dst, const dl_layer *l, const char *suffix) {
   int n = snprintf(dst, DL_NAME_MAX, "%s%s", l->prefix, suffix);
   if (n < 0 || n >= DL_NAME_MAX)
-    return dl_fail(DL_ERR_INVALID, "name '%s%s' is longer than %d characters", l->prefix,
-                   suffix, DL_NAME_MAX - 1);
+    return dl_fail(DL_ERR_INVALID, "name '%s%s' is longer than %d characters", l->prefix, suffix,
+                   DL_NAME_MAX - 1);
   return DL_OK;
 }
 
-dl_status dl_layer_add_param(dl_layer *l, const char *suffix, int ndim,
-                             const int64_t *shape) {
+dl_status dl_layer_add_param(dl_layer *l, const char *suffix, int ndim, const int64_t *shape) {
   if (l->nparams >= (int)(sizeof l->params / sizeof l->params[0]))
     return dl_fail(DL_ERR_INTERNAL, "layer %s: more than %d parameters", l->prefix,
                    DL_LAYER_MAX_PARAMS);

@@ -21,6 +21,8 @@
 #ifndef DL_LAYER_KINDS_H
 #define DL_LAYER_KINDS_H
 
+/* The table is aligned by hand: clang-format 14 does not converge on it. */
+/* clang-format off */
 #define DL_LAYER_KINDS(X)                                                                    \
   /* y = x W^T + b over the last dim; any leading dims */                                    \
   X(DL_LINEAR, "linear", dl_linear_ops, dl_linear_init, dl_linear_check,                     \
@@ -70,5 +72,7 @@
 #define DL_BATCHNORM_KEYS                                                                    \
   DL_KEY("features", out) DL_KEY("eps", eps) DL_KEY("momentum", momentum)                    \
   DL_KEY("affine", affine) DL_KEY("track_running_stats", track_running_stats)
+
+/* clang-format on */
 
 #endif

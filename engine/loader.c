@@ -24,15 +24,15 @@ struct dl_loader {
   int n_slots;
 
   pthread_mutex_t mu;
-  pthread_cond_t filled;  /* a slot was filled: the consumer waits on it */
-  pthread_cond_t freed;   /* a slot was released or stop: workers wait */
-  int64_t next_claim;     /* next batch a worker will fill */
-  int64_t released;       /* batches the consumer is done with */
-  int64_t delivered;      /* batches handed out */
+  pthread_cond_t filled; /* a slot was filled: the consumer waits on it */
+  pthread_cond_t freed;  /* a slot was released or stop: workers wait */
+  int64_t next_claim;    /* next batch a worker will fill */
+  int64_t released;      /* batches the consumer is done with */
+  int64_t delivered;     /* batches handed out */
   bool stop;
   pthread_t *threads;
-  int n_threads;          /* started */
-  bool sync_ok;           /* mutex and condition variables initialised */
+  int n_threads; /* started */
+  bool sync_ok;  /* mutex and condition variables initialised */
 };
 
 /* ---- augmentation -------------------------------------------------------- */
@@ -121,26 +121,34 @@ static void *worker_main(void *arg) {
 static dl_status check_opts(const dl_dataset *ds, const int64_t *idx, int64_t n_idx,
                             const dl_loader_opts *o) {
   if (o->batch < 1 || o->workers < 0 || o->prefetch < 0 || n_idx < 0 || (n_idx && !idx))
-    return dl_fail(DL_ERR_INVALID, "loader over %s: need batch >= 1, workers >= 0, "
+    return dl_fail(DL_ERR_INVALID,
+                   "loader over %s: need batch >= 1, workers >= 0, "
                    "prefetch >= 0 and an index list (got batch=%lld, workers=%d, "
-                   "prefetch=%d, %lld indices)", ds->name, (long long)o->batch,
-                   o->workers, o->prefetch, (long long)n_idx);
+                   "prefetch=%d, %lld indices)",
+                   ds->name, (long long)o->batch, o->workers, o->prefetch, (long long)n_idx);
   for (int64_t i = 0; i < n_idx; i++)
     if (idx[i] < 0 || idx[i] >= ds->n)
-      return dl_fail(DL_ERR_INVALID, "loader over %s: index %lld (position %lld) is "
-                     "outside [0, %lld)", ds->name, (long long)idx[i], (long long)i,
-                     (long long)ds->n);
+      return dl_fail(DL_ERR_INVALID,
+                     "loader over %s: index %lld (position %lld) is "
+                     "outside [0, %lld)",
+                     ds->name, (long long)idx[i], (long long)i, (long long)ds->n);
   const dl_augment *a = o->aug;
   if (!a || (!a->hflip && a->noise_std == 0.0f && !a->fn)) return DL_OK;
   if (ds->x.dtype != DL_F32)
-    return dl_fail(DL_ERR_INVALID, "loader over %s: augmentation needs float32 x, "
-                   "not %s", ds->name, dl_dtype_name(ds->x.dtype));
+    return dl_fail(DL_ERR_INVALID,
+                   "loader over %s: augmentation needs float32 x, "
+                   "not %s",
+                   ds->name, dl_dtype_name(ds->x.dtype));
   if (a->hflip && ds->x.ndim != 4)
-    return dl_fail(DL_ERR_INVALID, "loader over %s: hflip needs images [N, C, H, W], "
-                   "x has rank %d", ds->name, ds->x.ndim);
+    return dl_fail(DL_ERR_INVALID,
+                   "loader over %s: hflip needs images [N, C, H, W], "
+                   "x has rank %d",
+                   ds->name, ds->x.ndim);
   if (!(a->noise_std >= 0.0f) || isinf(a->noise_std))
-    return dl_fail(DL_ERR_INVALID, "loader over %s: noise_std %g must be finite and "
-                   ">= 0", ds->name, (double)a->noise_std);
+    return dl_fail(DL_ERR_INVALID,
+                   "loader over %s: noise_std %g must be finite and "
+                   ">= 0",
+                   ds->name, (double)a->noise_std);
   return DL_OK;
 }
 
@@ -175,8 +183,7 @@ static dl_status start_workers(dl_loader *ld, int workers) {
   if (!ld->threads) return DL_ERR_NOMEM;
   for (int i = 0; i < workers; i++) {
     if (pthread_create(&ld->threads[i], NULL, worker_main, ld) != 0)
-      return dl_fail(DL_ERR_NOMEM, "loader: cannot start worker thread %d of %d", i,
-                     workers);
+      return dl_fail(DL_ERR_NOMEM, "loader: cannot start worker thread %d of %d", i, workers);
     ld->n_threads++;
   }
   return DL_OK;
@@ -189,8 +196,8 @@ static int ring_size(const dl_loader_opts *o, int64_t n_batches) {
   return (int)n;
 }
 
-dl_status dl_loader_create(dl_loader **out, const dl_dataset *ds, const int64_t *idx,
-                           int64_t n_idx, const dl_loader_opts *opts) {
+dl_status dl_loader_create(dl_loader **out, const dl_dataset *ds, const int64_t *idx, int64_t n_idx,
+                           const dl_loader_opts *opts) {
   *out = NULL;
   DL_TRY(check_opts(ds, idx, n_idx, opts));
   dl_loader *ld = dl_mem_alloc(sizeof *ld, "loader");
@@ -198,8 +205,7 @@ dl_status dl_loader_create(dl_loader **out, const dl_dataset *ds, const int64_t 
   ld->ds = ds;
   ld->n_idx = n_idx;
   ld->batch = opts->batch;
-  ld->n_batches = opts->drop_last ? n_idx / opts->batch
-                                  : (n_idx + opts->batch - 1) / opts->batch;
+  ld->n_batches = opts->drop_last ? n_idx / opts->batch : (n_idx + opts->batch - 1) / opts->batch;
   ld->epoch = opts->epoch;
   ld->seed = opts->seed;
   if (opts->aug) {
@@ -237,9 +243,10 @@ dl_status dl_loader_next(dl_loader *ld, const dl_batch **batch) {
     pthread_mutex_unlock(&ld->mu);
   }
   if (ld->slot_status[slot] != DL_OK)
-    return dl_fail(DL_ERR_INTERNAL, "loader over %s: batch %lld could not be filled "
-                   "(status %s)", ld->ds->name, (long long)k,
-                   dl_status_name(ld->slot_status[slot]));
+    return dl_fail(DL_ERR_INTERNAL,
+                   "loader over %s: batch %lld could not be filled "
+                   "(status %s)",
+                   ld->ds->name, (long long)k, dl_status_name(ld->slot_status[slot]));
   ld->delivered = k + 1;
   *batch = &ld->slots[slot];
   return DL_OK;

@@ -19,8 +19,8 @@
  * of shape shape[0..ndim-1] (the dataset's x without its first dimension).
  * `s` is the stream (seed, "augment/user", {epoch, sample id}). Called from
  * worker threads, so it must be thread-safe. */
-typedef void (*dl_augment_fn)(void *user, const dl_stream *s, float *x,
-                              const int64_t *shape, int ndim, int64_t numel);
+typedef void (*dl_augment_fn)(void *user, const dl_stream *s, float *x, const int64_t *shape,
+                              int ndim, int64_t numel);
 
 /* Per-sample augmentation of float32 features, applied in this order, with
  * stream s = (seed, "augment", {epoch, sample id}):
@@ -36,12 +36,12 @@ typedef struct dl_augment {
 } dl_augment;
 
 typedef struct dl_loader_opts {
-  int64_t batch;          /* rows per batch, >= 1 */
-  bool drop_last;         /* drop a short last batch */
-  int workers;            /* threads filling batches; 0: the calling thread */
-  int prefetch;           /* batches in the ring; 0: 2 * workers (min 2) */
-  const dl_augment *aug;  /* NULL: none; copied at create */
-  int64_t epoch;          /* keys augmentation */
+  int64_t batch;         /* rows per batch, >= 1 */
+  bool drop_last;        /* drop a short last batch */
+  int workers;           /* threads filling batches; 0: the calling thread */
+  int prefetch;          /* batches in the ring; 0: 2 * workers (min 2) */
+  const dl_augment *aug; /* NULL: none; copied at create */
+  int64_t epoch;         /* keys augmentation */
   uint64_t seed;
 } dl_loader_opts;
 
@@ -52,8 +52,8 @@ typedef struct dl_loader dl_loader;
  * DL_ERR_INVALID for batch < 1, workers < 0, prefetch < 0, an index outside
  * [0, N), or augmentation that does not fit the data (hflip needs float32
  * [N, C, H, W]; noise and hooks need float32; noise_std finite >= 0). */
-dl_status dl_loader_create(dl_loader **out, const dl_dataset *ds, const int64_t *idx,
-                           int64_t n_idx, const dl_loader_opts *opts);
+dl_status dl_loader_create(dl_loader **out, const dl_dataset *ds, const int64_t *idx, int64_t n_idx,
+                           const dl_loader_opts *opts);
 
 /* The next batch in order, or *batch = NULL after the last one. The batch is
  * owned by the loader and valid until the next call or destroy. */

@@ -16,8 +16,7 @@ const char *dl_reduction_name(dl_reduction r) {
 }
 
 dl_status dl_reduction_parse(const char *name, dl_reduction *out) {
-  static const dl_reduction all[] = {DL_REDUCTION_MEAN, DL_REDUCTION_SUM,
-                                     DL_REDUCTION_NONE};
+  static const dl_reduction all[] = {DL_REDUCTION_MEAN, DL_REDUCTION_SUM, DL_REDUCTION_NONE};
   for (int i = 0; i < 3; i++)
     if (name && strcmp(name, dl_reduction_name(all[i])) == 0) {
       *out = all[i];
@@ -45,11 +44,10 @@ static float to_half(float x, int half) {
   return x;
 }
 
-static dl_status check_output_empty(const dl_tensor *t, const char *loss,
-                                    const char *what) {
+static dl_status check_output_empty(const dl_tensor *t, const char *loss, const char *what) {
   if (t && !dl_tensor_empty(t))
-    return dl_fail(DL_ERR_INVALID,
-                   "%s: output %s must be an empty tensor (free it first)", loss, what);
+    return dl_fail(DL_ERR_INVALID, "%s: output %s must be an empty tensor (free it first)", loss,
+                   what);
   return DL_OK;
 }
 
@@ -77,8 +75,7 @@ static void ce_row_init(ce_row *r, const float *z, int64_t classes, int half) {
     if (v > r->max || isnan(v)) r->max = v; /* NaN propagates, as torch.max */
   }
   r->sum = 0.0;
-  for (int64_t c = 0; c < classes; c++)
-    r->sum += (double)dl_expf(ce_logit(r, c) - r->max);
+  for (int64_t c = 0; c < classes; c++) r->sum += (double)dl_expf(ce_logit(r, c) - r->max);
   r->logsum = dl_log(r->sum);
 }
 
@@ -105,8 +102,7 @@ static double ce_row_loss(const ce_row *r, int32_t target, double eps) {
 }
 
 /* dlogits of one row scaled by `coef`: coef * (p - eps/C - (1 - eps) [c == t]). */
-static void ce_row_grad(const ce_row *r, int32_t target, double eps, double coef,
-                        float *dz) {
+static void ce_row_grad(const ce_row *r, int32_t target, double eps, double coef, float *dz) {
   double spread = eps / (double)r->classes;
   for (int64_t c = 0; c < r->classes; c++) {
     double g = ce_prob(r, c) - spread - (c == target ? 1.0 - eps : 0.0);
@@ -137,8 +133,7 @@ static dl_status ce_check_shapes(const dl_tensor *logits, const dl_tensor *targe
     return dl_fail(DL_ERR_INVALID,
                    "cross_entropy: row_weight must be float32 shaped like the "
                    "targets %s, got %s",
-                   dl_tensor_describe(targets, a, sizeof a),
-                   dl_tensor_describe(w, b, sizeof b));
+                   dl_tensor_describe(targets, a, sizeof a), dl_tensor_describe(w, b, sizeof b));
   return DL_OK;
 }
 
@@ -171,8 +166,8 @@ static dl_status ce_check_desc(const dl_ce_desc *d, const dl_tensor *per_row,
 }
 
 /* Counts the rows that are not ignored; refuses targets outside [0, C). */
-static dl_status ce_count_targets(const dl_tensor *targets, int64_t classes,
-                                  int32_t ignore_index, int64_t *count) {
+static dl_status ce_count_targets(const dl_tensor *targets, int64_t classes, int32_t ignore_index,
+                                  int64_t *count) {
   const int32_t *t = dl_i32(targets);
   *count = 0;
   for (int64_t r = 0; r < targets->numel; r++) {
@@ -203,9 +198,8 @@ static dl_status ce_alloc_outputs(const dl_tensor *logits, const dl_tensor *targ
   return DL_OK;
 }
 
-dl_status dl_cross_entropy(const dl_ce_desc *d, const dl_tensor *logits,
-                           const dl_tensor *targets, float *loss,
-                           dl_tensor *per_row, dl_tensor *dlogits) {
+dl_status dl_cross_entropy(const dl_ce_desc *d, const dl_tensor *logits, const dl_tensor *targets,
+                           float *loss, dl_tensor *per_row, dl_tensor *dlogits) {
   DL_TRY(ce_check_desc(d, per_row, dlogits));
   DL_TRY(ce_check_shapes(logits, targets, d->row_weight));
   int64_t classes = logits->shape[logits->ndim - 1], count;
@@ -240,18 +234,14 @@ dl_status dl_cross_entropy(const dl_ce_desc *d, const dl_tensor *logits,
 /* ---- mean squared error ----------------------------------------------- */
 
 dl_status dl_mse(dl_reduction reduction, float grad_scale, const dl_tensor *pred,
-                 const dl_tensor *target, float *loss, dl_tensor *per_elem,
-                 dl_tensor *dpred) {
+                 const dl_tensor *target, float *loss, dl_tensor *per_elem, dl_tensor *dpred) {
   char a[96], b[96];
   if (reduction != DL_REDUCTION_MEAN && reduction != DL_REDUCTION_SUM &&
       reduction != DL_REDUCTION_NONE)
     return dl_fail(DL_ERR_INVALID, "mse: unknown reduction %d", (int)reduction);
-  if (pred->dtype != DL_F32 || target->dtype != DL_F32 ||
-      !dl_tensor_same_shape(pred, target))
-    return dl_fail(DL_ERR_INVALID,
-                   "mse: pred %s and target %s must be float32 of the same shape",
-                   dl_tensor_describe(pred, a, sizeof a),
-                   dl_tensor_describe(target, b, sizeof b));
+  if (pred->dtype != DL_F32 || target->dtype != DL_F32 || !dl_tensor_same_shape(pred, target))
+    return dl_fail(DL_ERR_INVALID, "mse: pred %s and target %s must be float32 of the same shape",
+                   dl_tensor_describe(pred, a, sizeof a), dl_tensor_describe(target, b, sizeof b));
   if (!isfinite(grad_scale))
     return dl_fail(DL_ERR_INVALID, "mse: grad_scale %g is not finite", (double)grad_scale);
   if ((reduction == DL_REDUCTION_NONE) != (per_elem != NULL))

@@ -70,9 +70,8 @@ dl_ce_desc dl_ce_default(void);
  *             d(loss)/d(logits) * grad_scale, shaped like the logits; for
  *             reduction none, the gradient of the sum of the per-row losses.
  * The caller frees per_row and dlogits. On failure nothing is allocated. */
-dl_status dl_cross_entropy(const dl_ce_desc *d, const dl_tensor *logits,
-                           const dl_tensor *targets, float *loss,
-                           dl_tensor *per_row, dl_tensor *dlogits);
+dl_status dl_cross_entropy(const dl_ce_desc *d, const dl_tensor *logits, const dl_tensor *targets,
+                           float *loss, dl_tensor *per_row, dl_tensor *dlogits);
 
 /* Mean squared error of pred and target (float32, same shape):
  *   mean: sum_i (pred_i - target_i)^2 / numel;  sum: the sum;
@@ -81,7 +80,6 @@ dl_status dl_cross_entropy(const dl_ce_desc *d, const dl_tensor *logits,
  * dpred: NULL, or an empty tensor receiving d(loss)/d(pred) * grad_scale
  * (2 (pred - target) / numel for mean). The caller frees the outputs. */
 dl_status dl_mse(dl_reduction reduction, float grad_scale, const dl_tensor *pred,
-                 const dl_tensor *target, float *loss, dl_tensor *per_elem,
-                 dl_tensor *dpred);
+                 const dl_tensor *target, float *loss, dl_tensor *per_elem, dl_tensor *dpred);
 
 #endif

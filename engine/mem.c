@@ -50,10 +50,10 @@ static void reveal(void *p, size_t n) {
 
 enum {
   DL_MEM_ALIGN = 64,
-  SMALL_LIMIT = 1024,   /* blocks up to this size: classes 64 bytes apart */
+  SMALL_LIMIT = 1024, /* blocks up to this size: classes 64 bytes apart */
   SMALL_CLASSES = SMALL_LIMIT / DL_MEM_ALIGN,
-  SUBCLASSES = 8,       /* above it: eight classes per power of two */
-  LARGEST_LOG2 = 62,    /* no block exceeds 2^62 bytes */
+  SUBCLASSES = 8,    /* above it: eight classes per power of two */
+  LARGEST_LOG2 = 62, /* no block exceeds 2^62 bytes */
   NCLASSES = SMALL_CLASSES + (LARGEST_LOG2 - 10) * SUBCLASSES
 };
 
@@ -61,8 +61,8 @@ static const size_t CACHE_MAX = (size_t)256 << 20;
 static const size_t LARGEST_BLOCK = (size_t)1 << LARGEST_LOG2;
 
 typedef struct block_header {
-  size_t bytes;              /* as asked and accounted */
-  size_t capacity;           /* the whole block, header included */
+  size_t bytes;    /* as asked and accounted */
+  size_t capacity; /* the whole block, header included */
   int size_class;
   struct block_header *next; /* while cached */
 } block_header;
@@ -76,7 +76,6 @@ static struct {
   block_header *free[NCLASSES];
   size_t bytes;
 } cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
-
 
 /* The class of a block of `total` bytes (header included), 64 < total <=
  * LARGEST_BLOCK, and the class's block size in *capacity: a multiple of 64
@@ -176,9 +175,7 @@ static void *allocate(size_t bytes, const char *what, bool zero) {
 
 void *dl_mem_alloc(size_t bytes, const char *what) { return allocate(bytes, what, true); }
 
-void *dl_mem_alloc_uninit(size_t bytes, const char *what) {
-  return allocate(bytes, what, false);
-}
+void *dl_mem_alloc_uninit(size_t bytes, const char *what) { return allocate(bytes, what, false); }
 
 void dl_mem_free(void *p) {
   if (!p) return;

@@ -41,8 +41,7 @@ static dl_status index_tensors(dl_model *m) {
   return DL_OK;
 }
 
-dl_status dl_model_create(dl_model **out, const dl_layer_desc *layers, int n,
-                          uint64_t seed) {
+dl_status dl_model_create(dl_model **out, const dl_layer_desc *layers, int n, uint64_t seed) {
   *out = NULL;
   if (n < 1 || !layers)
     return dl_fail(DL_ERR_INVALID, "model: needs at least one layer, got %d", n);

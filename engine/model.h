@@ -8,15 +8,14 @@
 
 typedef struct dl_model dl_model;
 
-dl_status dl_model_create(dl_model **out, const dl_layer_desc *layers, int n,
-                          uint64_t seed);
+dl_status dl_model_create(dl_model **out, const dl_layer_desc *layers, int n, uint64_t seed);
 void dl_model_destroy(dl_model *m); /* NULL allowed */
 
 /* x must stay alive until backward or release. *out is owned by the model. */
 dl_status dl_model_forward(dl_model *m, const dl_ctx *ctx, const dl_tensor *x,
                            const dl_tensor **out);
 dl_status dl_model_backward(dl_model *m, const dl_ctx *ctx, const dl_tensor *dout);
-void dl_model_release(dl_model *m); /* drop activations kept for backward */
+void dl_model_release(dl_model *m);   /* drop activations kept for backward */
 void dl_model_zero_grad(dl_model *m); /* PyTorch set_to_none: has_grad = false */
 
 void dl_model_train(dl_model *m, bool training); /* every layer, nested too */

@@ -68,7 +68,8 @@ static double pow_int(double x, int64_t n) {
 /* ---- the updates: SGD and Adam/AdamW side by side --------------------- */
 
 dl_optim_coeffs dl_optim_coeffs_for(const dl_optim_desc *d, float lr, int64_t step) {
-  dl_optim_coeffs c = {.adam = d->kind != DL_OPTIM_SGD, .use_wd = d->weight_decay != 0.0,
+  dl_optim_coeffs c = {.adam = d->kind != DL_OPTIM_SGD,
+                       .use_wd = d->weight_decay != 0.0,
                        .wd = (float)d->weight_decay};
   if (!c.adam) { /* torch's _single_tensor_sgd */
     c.use_mom = d->momentum != 0.0;
@@ -167,12 +168,12 @@ static dl_status check_desc(const dl_optim_desc *d) {
     if (d->nesterov && (d->momentum <= 0.0 || d->dampening != 0.0))
       return dl_fail(DL_ERR_INVALID,
                      "sgd: nesterov needs momentum > 0 and dampening 0 (got momentum "
-                     "%g, dampening %g)", d->momentum, d->dampening);
+                     "%g, dampening %g)",
+                     d->momentum, d->dampening);
     return DL_OK;
   }
   if (!(d->beta1 >= 0.0 && d->beta1 < 1.0) || !(d->beta2 >= 0.0 && d->beta2 < 1.0))
-    return dl_fail(DL_ERR_INVALID, "%s: betas (%g, %g) must be in [0, 1)", k, d->beta1,
-                   d->beta2);
+    return dl_fail(DL_ERR_INVALID, "%s: betas (%g, %g) must be in [0, 1)", k, d->beta1, d->beta2);
   if (!(d->eps >= 0.0) || isinf(d->eps))
     return dl_fail(DL_ERR_INVALID, "%s: eps %g must be finite and >= 0", k, d->eps);
   return DL_OK;
@@ -191,19 +192,20 @@ static dl_status check_params(dl_param *const *params, int n, int *owned) {
         !dl_tensor_same_shape(&p->value, &p->grad) || p->grad.numel != p->value.numel)
       return dl_fail(DL_ERR_INVALID,
                      "optimizer: param %s must be float32 with a grad of its shape; "
-                     "value %s, grad %s", p->name,
-                     dl_tensor_describe(&p->value, a, sizeof a),
+                     "value %s, grad %s",
+                     p->name, dl_tensor_describe(&p->value, a, sizeof a),
                      dl_tensor_describe(&p->grad, b, sizeof b));
     for (int j = 0; j < i; j++)
       if (params[j] == p)
-        return dl_fail(DL_ERR_INVALID, "optimizer: param %s is given twice (%d and %d)",
-                       p->name, j, i);
+        return dl_fail(DL_ERR_INVALID, "optimizer: param %s is given twice (%d and %d)", p->name, j,
+                       i);
     (*owned)++;
   }
   if (*owned == 0)
     return dl_fail(DL_ERR_INVALID,
                    "optimizer got an empty parameter list (%d params, none with "
-                   "in_optimizer)", n);
+                   "in_optimizer)",
+                   n);
   return DL_OK;
 }
 
@@ -230,8 +232,7 @@ static dl_status slot_init(optim_slot *s, const dl_optim_desc *d, dl_param *p) {
   return add_state(s, &s->buf[1], "exp_avg_sq", false);
 }
 
-dl_status dl_optim_create(dl_optim **out, const dl_optim_desc *d,
-                          dl_param *const *params, int n) {
+dl_status dl_optim_create(dl_optim **out, const dl_optim_desc *d, dl_param *const *params, int n) {
   *out = NULL;
   int owned = 0;
   DL_TRY(check_desc(d));
@@ -270,9 +271,7 @@ void dl_optim_destroy(dl_optim *o) {
 const dl_optim_desc *dl_optim_get_desc(const dl_optim *o) { return &o->desc; }
 int dl_optim_num_params(const dl_optim *o) { return o->n; }
 
-int dl_optim_num_state(const dl_optim *o) {
-  return o->n == 0 ? 0 : o->n * o->slots[0].nstate;
-}
+int dl_optim_num_state(const dl_optim *o) { return o->n == 0 ? 0 : o->n * o->slots[0].nstate; }
 
 dl_status dl_optim_state(dl_optim *o, int i, const char **name, dl_tensor **t) {
   int total = dl_optim_num_state(o);

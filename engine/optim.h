@@ -54,8 +54,7 @@ typedef struct dl_optim dl_optim;
  * fresh state. Hyperparameters are checked as torch does: momentum,
  * dampening, weight_decay, eps >= 0, betas in [0, 1). DL_ERR_INVALID names
  * the bad value or param. */
-dl_status dl_optim_create(dl_optim **out, const dl_optim_desc *d,
-                          dl_param *const *params, int n);
+dl_status dl_optim_create(dl_optim **out, const dl_optim_desc *d, dl_param *const *params, int n);
 void dl_optim_destroy(dl_optim *o); /* NULL allowed */
 
 const dl_optim_desc *dl_optim_get_desc(const dl_optim *o);

@@ -19,14 +19,14 @@
 
 /* One step of one parameter, as float32 where the scalars meet a tensor. */
 typedef struct dl_optim_coeffs {
-  bool adam;           /* Adam or AdamW; else SGD */
-  bool use_wd;         /* SGD, Adam: g += wd p */
+  bool adam;   /* Adam or AdamW; else SGD */
+  bool use_wd; /* SGD, Adam: g += wd p */
   float wd;
   /* SGD */
   bool use_mom, nesterov, first; /* first: the momentum buffer starts as g */
   float mom, keep, neg_lr;       /* keep = 1 - dampening */
   /* Adam, AdamW */
-  bool decoupled;                /* AdamW: p *= shrink first */
+  bool decoupled; /* AdamW: p *= shrink first */
   float shrink, b1, b2, keep1, keep2, bc2_sqrt, eps, neg_step_size;
 } dl_optim_coeffs;
 

@@ -14,9 +14,9 @@ typedef struct perturb {
   uint64_t mix;
   int order;
   int64_t block;
-  float *p;        /* products of one output element */
+  float *p; /* products of one output element */
   int64_t cap;
-  char name[160];  /* "perturb (seed 3: ...)": the run's backend note */
+  char name[160]; /* "perturb (seed 3: ...)": the run's backend note */
 } perturb;
 
 /* splitmix64's finaliser: seeds 1, 2, 3 give unrelated rotations. */
@@ -61,8 +61,9 @@ static float ordered_sum(const perturb *pt, const float *p, int64_t n) {
 static dl_status reserve(perturb *pt, int64_t n) {
   if (n <= pt->cap) return DL_OK;
   float *p = realloc(pt->p, (size_t)n * sizeof *p);
-  if (!p) return dl_fail(DL_ERR_NOMEM, "perturbation backend: out of memory for %lld products",
-                         (long long)n);
+  if (!p)
+    return dl_fail(DL_ERR_NOMEM, "perturbation backend: out of memory for %lld products",
+                   (long long)n);
   pt->p = p;
   pt->cap = n;
   return DL_OK;
@@ -101,8 +102,8 @@ static bool tap(const dl_conv2d_shape *g, int64_t oh, int64_t ow, int64_t ki, in
   return *ih >= 0 && *ih < g->h && *iw >= 0 && *iw < g->w;
 }
 
-static dl_status p_conv_fwd(void *impl, const dl_conv2d_shape *g, const float *x,
-                            const float *w, float *y) {
+static dl_status p_conv_fwd(void *impl, const dl_conv2d_shape *g, const float *x, const float *w,
+                            float *y) {
   perturb *pt = impl;
   DL_TRY(reserve(pt, g->c * g->k * g->k));
   for (int64_t n = 0; n < g->n; n++)
@@ -121,8 +122,8 @@ static dl_status p_conv_fwd(void *impl, const dl_conv2d_shape *g, const float *x
 }
 
 /* dx: every (o, ki, kj) whose output pixel reads input (ih, iw). */
-static dl_status p_conv_data(void *impl, const dl_conv2d_shape *g, const float *dy,
-                             const float *w, float *dx) {
+static dl_status p_conv_data(void *impl, const dl_conv2d_shape *g, const float *dy, const float *w,
+                             float *dx) {
   perturb *pt = impl;
   DL_TRY(reserve(pt, g->o * g->k * g->k));
   for (int64_t n = 0; n < g->n; n++)
@@ -167,7 +168,7 @@ dl_status dl_perturb_backend_create(uint64_t seed, dl_backend **out) {
   *out = NULL;
   if (seed == 0)
     return dl_fail(DL_ERR_INVALID, "perturbation backend: seed 0 means no perturbation; "
-                   "give a seed >= 1");
+                                   "give a seed >= 1");
   perturb *pt = calloc(1, sizeof *pt);
   if (!pt) return dl_fail(DL_ERR_NOMEM, "perturbation backend: out of memory");
   pt->mix = mix64(seed);
@@ -175,8 +176,11 @@ dl_status dl_perturb_backend_create(uint64_t seed, dl_backend **out) {
   pt->block = block_of(pt->mix);
   char what[128];
   snprintf(pt->name, sizeof pt->name, "perturb (%s)", dl_perturb_describe(seed, what, sizeof what));
-  pt->table = (dl_backend){.name = pt->name, .impl = pt, .sgemm = p_sgemm,
-                           .conv2d_forward = p_conv_fwd, .conv2d_backward_data = p_conv_data,
+  pt->table = (dl_backend){.name = pt->name,
+                           .impl = pt,
+                           .sgemm = p_sgemm,
+                           .conv2d_forward = p_conv_fwd,
+                           .conv2d_backward_data = p_conv_data,
                            .conv2d_backward_filter = p_conv_filter};
   *out = &pt->table; /* the table is the struct's first member */
   return DL_OK;

@@ -87,8 +87,8 @@ static float float_below(float hi) {
   return hi;
 }
 
-void dl_stream_uniform_range(const dl_stream *s, uint64_t index, float lo, float hi,
-                             float *out, int64_t n) {
+void dl_stream_uniform_range(const dl_stream *s, uint64_t index, float lo, float hi, float *out,
+                             int64_t n) {
   dl_stream_uniform(s, index, out, n);
   float width = hi - lo;
   /* u*width + lo as PyTorch's uniform_ computes it; rounding can reach hi
@@ -109,8 +109,8 @@ static double standard_normal(uint32_t w1, uint32_t w2) {
   return sqrt(-2.0 * dl_log(u1)) * dl_cospi(2.0 * u2);
 }
 
-void dl_stream_normal(const dl_stream *s, uint64_t index, float mean, float std,
-                      float *out, int64_t n) {
+void dl_stream_normal(const dl_stream *s, uint64_t index, float mean, float std, float *out,
+                      int64_t n) {
   enum { PAIRS = WORDS_PER_CHUNK / 2 };
   uint32_t words[WORDS_PER_CHUNK];
   for (int64_t done = 0; done < n; done += PAIRS) {
@@ -123,8 +123,7 @@ void dl_stream_normal(const dl_stream *s, uint64_t index, float mean, float std,
   }
 }
 
-void dl_stream_bernoulli(const dl_stream *s, uint64_t index, float p, uint8_t *out,
-                         int64_t n) {
+void dl_stream_bernoulli(const dl_stream *s, uint64_t index, float p, uint8_t *out, int64_t n) {
   uint32_t words[WORDS_PER_CHUNK];
   for (int64_t done = 0; done < n; done += WORDS_PER_CHUNK) {
     int64_t m = n - done < WORDS_PER_CHUNK ? n - done : WORDS_PER_CHUNK;

@@ -15,8 +15,8 @@
 void dl_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 typedef struct dl_stream {
-  uint32_t key[2];   /* the seed */
-  uint64_t id;       /* hash of purpose and indices: counter words 2..3 */
+  uint32_t key[2]; /* the seed */
+  uint64_t id;     /* hash of purpose and indices: counter words 2..3 */
 } dl_stream;
 
 /* Stream for (seed, purpose, idx[0..nidx-1]); never keyed by a thread or
@@ -37,14 +37,13 @@ void dl_stream_u32(const dl_stream *s, uint64_t index, uint32_t *out, int64_t n)
 /* Uniform floats in [0, 1): (word >> 8) * 2^-24. out[i] uses word index+i. */
 void dl_stream_uniform(const dl_stream *s, uint64_t index, float *out, int64_t n);
 /* Uniform in [lo, hi). */
-void dl_stream_uniform_range(const dl_stream *s, uint64_t index, float lo, float hi,
-                             float *out, int64_t n);
+void dl_stream_uniform_range(const dl_stream *s, uint64_t index, float lo, float hi, float *out,
+                             int64_t n);
 /* Normal(mean, std) by Box-Muller; out[i] uses words index+2i, index+2i+1. */
-void dl_stream_normal(const dl_stream *s, uint64_t index, float mean, float std,
-                      float *out, int64_t n);
+void dl_stream_normal(const dl_stream *s, uint64_t index, float mean, float std, float *out,
+                      int64_t n);
 /* out[i] = 1 with probability p (uniform < p), else 0. */
-void dl_stream_bernoulli(const dl_stream *s, uint64_t index, float p, uint8_t *out,
-                         int64_t n);
+void dl_stream_bernoulli(const dl_stream *s, uint64_t index, float p, uint8_t *out, int64_t n);
 /* A uniform integer in [0, n) from word `index` (for shuffles; Lemire's
  * multiply-shift on 64 bits built from two words index, index+1). */
 uint64_t dl_stream_below(const dl_stream *s, uint64_t index, uint64_t n);

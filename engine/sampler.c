@@ -19,18 +19,16 @@ void dl_permutation(int64_t n, uint64_t seed, int64_t epoch, int64_t *perm) {
 
 static dl_status check_sampler(const dl_sampler *s) {
   if (s->n < 0)
-    return dl_fail(DL_ERR_INVALID, "sampler: dataset size %lld is negative",
-                   (long long)s->n);
+    return dl_fail(DL_ERR_INVALID, "sampler: dataset size %lld is negative", (long long)s->n);
   if (s->kind != DL_SAMPLER_SEQUENTIAL && s->kind != DL_SAMPLER_RANDOM &&
       s->kind != DL_SAMPLER_DISTRIBUTED)
     return dl_fail(DL_ERR_INVALID, "sampler: unknown kind %d", (int)s->kind);
   if (s->kind != DL_SAMPLER_DISTRIBUTED) return DL_OK;
   if (s->world < 1)
-    return dl_fail(DL_ERR_INVALID, "distributed sampler: world size %d must be >= 1",
-                   s->world);
+    return dl_fail(DL_ERR_INVALID, "distributed sampler: world size %d must be >= 1", s->world);
   if (s->rank < 0 || s->rank >= s->world)
-    return dl_fail(DL_ERR_INVALID, "distributed sampler: rank %d is outside [0, %d]",
-                   s->rank, s->world - 1);
+    return dl_fail(DL_ERR_INVALID, "distributed sampler: rank %d is outside [0, %d]", s->rank,
+                   s->world - 1);
   return DL_OK;
 }
 
@@ -64,8 +62,7 @@ static dl_status alloc_indices(dl_indices *out, int64_t n, const char *what) {
 
 /* The whole epoch's list (shuffled or not), padded by wrapping or truncated
  * to total_size, then rank's stride of it. */
-static dl_status distributed_indices(const dl_sampler *s, int64_t epoch,
-                                     dl_indices *out) {
+static dl_status distributed_indices(const dl_sampler *s, int64_t epoch, dl_indices *out) {
   int64_t total = distributed_total(s), w = s->world;
   int64_t *order = dl_mem_alloc((size_t)s->n * sizeof *order, "sampler order");
   if (!order) return DL_ERR_NOMEM;

@@ -29,7 +29,7 @@ typedef enum dl_sampler_kind {
 
 typedef struct dl_sampler {
   dl_sampler_kind kind;
-  int64_t n;       /* dataset size N >= 0 */
+  int64_t n; /* dataset size N >= 0 */
   uint64_t seed;
   bool shuffle;    /* distributed only (random always shuffles) */
   bool drop_last;  /* distributed only */

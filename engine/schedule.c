@@ -76,8 +76,7 @@ static double pow_int(double x, int64_t n) {
 static double cosine_lr(const dl_schedule *s, int64_t step) {
   if (step < s->warmup_steps) return s->lr * (double)(step + 1) / (double)s->warmup_steps;
   if (step >= s->total_steps) return s->min_lr;
-  double progress =
-      (double)(step - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps);
+  double progress = (double)(step - s->warmup_steps) / (double)(s->total_steps - s->warmup_steps);
   double c = (double)dl_cosf((float)(pi * progress));
   return s->min_lr + 0.5 * (s->lr - s->min_lr) * (1.0 + c);
 }

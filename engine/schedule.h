@@ -35,9 +35,9 @@ dl_status dl_schedule_kind_parse(const char *name, dl_schedule_kind *out);
 
 typedef struct dl_schedule {
   dl_schedule_kind kind;
-  double lr;         /* base learning rate, >= 0 */
-  int64_t step_size; /* step: > 0 */
-  double gamma;      /* step: > 0 (torch's default 0.1) */
+  double lr;            /* base learning rate, >= 0 */
+  int64_t step_size;    /* step: > 0 */
+  double gamma;         /* step: > 0 (torch's default 0.1) */
   int64_t warmup_steps; /* cosine: >= 0 (0: no warmup) */
   int64_t total_steps;  /* cosine: > warmup_steps */
   double min_lr;        /* cosine: in [0, lr] */

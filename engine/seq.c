@@ -32,10 +32,8 @@ dl_status dl_seq_init(dl_seq *s, const dl_layer_desc *descs, int n, const char *
     int len = snprintf(child, sizeof child, "%s%d.", prefix, i);
     dl_status st = DL_ERR_INVALID;
     if (len < 0 || (size_t)len >= sizeof child)
-      dl_fail(st, "layer %s%d: name is longer than %d characters", prefix, i,
-              DL_NAME_MAX - 1);
-    else
-      st = dl_layer_init(&s->layers[i], &descs[i], child, *next_rng_id, seed);
+      dl_fail(st, "layer %s%d: name is longer than %d characters", prefix, i, DL_NAME_MAX - 1);
+    else st = dl_layer_init(&s->layers[i], &descs[i], child, *next_rng_id, seed);
     if (st != DL_OK) {
       dl_seq_destroy(s);
       return st;
@@ -79,12 +77,10 @@ static dl_status layer_failed(dl_status st, const char *name) {
   return dl_fail_context(st, "%s", label);
 }
 
-dl_status dl_seq_forward(dl_seq *s, const dl_ctx *ctx, const dl_tensor *x,
-                         const dl_tensor **out) {
+dl_status dl_seq_forward(dl_seq *s, const dl_ctx *ctx, const dl_tensor *x, const dl_tensor **out) {
   dl_seq_release(s);
   if (ctx->autocast != DL_F32 && ctx->autocast != DL_F16 && ctx->autocast != DL_BF16)
-    return dl_fail(DL_ERR_INVALID,
-                   "autocast must be float32 (off), float16 or bfloat16, got %s",
+    return dl_fail(DL_ERR_INVALID, "autocast must be float32 (off), float16 or bfloat16, got %s",
                    dl_dtype_name(ctx->autocast));
   const dl_tensor *cur = x;
   for (int i = 0; i < s->n; i++) {
@@ -113,9 +109,8 @@ dl_status dl_seq_forward(dl_seq *s, const dl_ctx *ctx, const dl_tensor *x,
 
 static dl_status check_backward(const dl_seq *s, const dl_tensor *dy) {
   if (!s->input || s->n == 0 || dl_tensor_empty(&s->acts[s->n - 1]))
-    return dl_fail(DL_ERR_INVALID,
-                   "backward without a grad-mode forward: run forward with "
-                   "grad_enabled before backward (once per forward)");
+    return dl_fail(DL_ERR_INVALID, "backward without a grad-mode forward: run forward with "
+                                   "grad_enabled before backward (once per forward)");
   const dl_tensor *y = &s->acts[s->n - 1];
   if (dy->dtype != DL_F32 || !dl_tensor_same_shape(dy, y)) {
     char a[96], b[96];

@@ -16,14 +16,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-void dl_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-              const float *A, int64_t lda, const float *B, int64_t ldb,
-              float beta, float *C, int64_t ldc);
+void dl_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* The plain triple loop defining the result; tests compare against it. */
-void dl_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float beta, float *C, int64_t ldc);
+void dl_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
 /* Which instruction set dl_sgemm runs with. */
 typedef enum dl_gemm_isa_id {

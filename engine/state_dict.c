@@ -80,12 +80,10 @@ static const char *describe_stored(hid_t t, char *buf, size_t len) {
   return buf;
 }
 
-static const char *describe_shape(int ndim, const int64_t *shape, char *buf,
-                                  size_t len) {
+static const char *describe_shape(int ndim, const int64_t *shape, char *buf, size_t len) {
   size_t at = (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < ndim && at < len; i++)
-    at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? ", " : "",
-                           (long long)shape[i]);
+    at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
   if (at < len) snprintf(buf + at, len - at, "]");
   return buf;
 }
@@ -180,8 +178,7 @@ static dl_status check_items(const char *path, const dl_named_tensor *items, int
       return dl_fail(DL_ERR_INVALID, "%s: entry '%s' has no tensor", path, name);
     const dl_tensor *t = items[i].tensor;
     if (t->ndim < 0 || t->ndim > DL_MAX_DIMS || (t->numel > 0 && !t->data))
-      return dl_fail(DL_ERR_INVALID, "%s: entry '%s' is not an allocated tensor",
-                     path, name);
+      return dl_fail(DL_ERR_INVALID, "%s: entry '%s' is not an allocated tensor", path, name);
     for (int j = 0; j < i; j++)
       if (strcmp(items[j].name, name) == 0)
         return dl_fail(DL_ERR_INVALID, "%s: two entries are named '%s'", path, name);
@@ -189,8 +186,8 @@ static dl_status check_items(const char *path, const dl_named_tensor *items, int
   return DL_OK;
 }
 
-static dl_status write_dataset(hid_t grp, const char *path, const char *group,
-                               const char *name, const dl_tensor *t) {
+static dl_status write_dataset(hid_t grp, const char *path, const char *group, const char *name,
+                               const dl_tensor *t) {
   hsize_t dims[DL_MAX_DIMS];
   for (int i = 0; i < t->ndim; i++) dims[i] = (hsize_t)t->shape[i];
   hid_t space = t->ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(t->ndim, dims, NULL);
@@ -237,8 +234,8 @@ dl_status dl_state_write_group(hid_t file, const char *path, const char *group,
   char why[160];
   hid_t g = create_group(file, group, why);
   if (g < 0)
-    s = dl_fail(DL_ERR_IO, "cannot create group %s in %s (%s; does it exist already?)",
-                group, path, why);
+    s = dl_fail(DL_ERR_IO, "cannot create group %s in %s (%s; does it exist already?)", group, path,
+                why);
   for (int i = 0; s == DL_OK && i < n; i++)
     s = write_dataset(g, path, group, items[i].name, items[i].tensor);
   if (g >= 0) H5Gclose(g);
@@ -246,8 +243,7 @@ dl_status dl_state_write_group(hid_t file, const char *path, const char *group,
   return s;
 }
 
-dl_status dl_state_save(const char *path, const char *group,
-                        const dl_named_tensor *items, int n) {
+dl_status dl_state_save(const char *path, const char *group, const dl_named_tensor *items, int n) {
   dl_h5_atomic a;
   DL_TRY(dl_h5_atomic_create(&a, path));
   dl_status s = dl_state_write_group(a.file, path, group, items, n);
@@ -286,8 +282,7 @@ static void listing_free(listing *l) {
 static dl_status open_group(hid_t file, const char *path, const char *group, hid_t *g) {
   *g = H5I_INVALID_HID;
   if (strcmp(group, "/") != 0 && H5Lexists(file, group, H5P_DEFAULT) <= 0)
-    return dl_fail(DL_ERR_FORMAT,
-                   "%s has no group %s: was it written under another group name?",
+    return dl_fail(DL_ERR_FORMAT, "%s has no group %s: was it written under another group name?",
                    path, group);
   *g = H5Gopen2(file, group, H5P_DEFAULT);
   if (*g < 0) {
@@ -303,30 +298,30 @@ static bool extent_within_maximum(hid_t space, int ndim) {
   hsize_t dims[DL_MAX_DIMS], maxdims[DL_MAX_DIMS];
   if (H5Sget_simple_extent_dims(space, dims, maxdims) < 0) return false;
   for (int i = 0; i < ndim; i++)
-    if (dims[i] > (hsize_t)INT64_MAX ||
-        (maxdims[i] != H5S_UNLIMITED && dims[i] > maxdims[i]))
+    if (dims[i] > (hsize_t)INT64_MAX || (maxdims[i] != H5S_UNLIMITED && dims[i] > maxdims[i]))
       return false;
   return true;
 }
 
-static dl_status describe_dataset(hid_t ds, const char *path, const char *group,
-                                  stored *e) {
+static dl_status describe_dataset(hid_t ds, const char *path, const char *group, stored *e) {
   hid_t type = H5Dget_type(ds);
   hid_t space = H5Dget_space(ds);
   dl_status s = DL_OK;
   int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
   if (type < 0 || ndim < 0) {
     char why[160];
-    s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s: unreadable dataset header (%s)", path, group,
-                sep(group), e->name, dl_h5_reason(why));
+    s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s: unreadable dataset header (%s)", path, group, sep(group),
+                e->name, dl_h5_reason(why));
   } else if (ndim > DL_MAX_DIMS || H5Sget_simple_extent_type(space) == H5S_NULL) {
-    s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s has rank %d; tensors have rank 0..%d", path,
-                group, sep(group), e->name, ndim, DL_MAX_DIMS);
+    s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s has rank %d; tensors have rank 0..%d", path, group,
+                sep(group), e->name, ndim, DL_MAX_DIMS);
   } else if (!extent_within_maximum(space, ndim)) {
     /* A damaged header can claim 10^9 elements in a tiny file: refused
      * before anything is allocated for them (fuzz finding). */
-    s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s: its extent is beyond its maximum: the file is "
-                "damaged", path, group, sep(group), e->name);
+    s = dl_fail(DL_ERR_FORMAT,
+                "%s:%s%s%s: its extent is beyond its maximum: the file is "
+                "damaged",
+                path, group, sep(group), e->name);
   } else {
     hsize_t dims[DL_MAX_DIMS];
     H5Sget_simple_extent_dims(space, dims, NULL);
@@ -342,13 +337,13 @@ static dl_status describe_dataset(hid_t ds, const char *path, const char *group,
 }
 
 /* Datasets only: a subgroup is not a key (a checkpoint may nest groups). */
-static dl_status add_if_dataset(hid_t g, const char *path, const char *group,
-                                char *name, listing *l) {
+static dl_status add_if_dataset(hid_t g, const char *path, const char *group, char *name,
+                                listing *l) {
   hid_t obj = H5Oopen(g, name, H5P_DEFAULT);
   if (obj < 0) {
     char why[160];
-    dl_status s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s cannot be opened (%s)", path,
-                          group, sep(group), name, dl_h5_reason(why));
+    dl_status s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s cannot be opened (%s)", path, group, sep(group),
+                          name, dl_h5_reason(why));
     free(name);
     return s;
   }
@@ -370,8 +365,7 @@ static dl_status list_group(hid_t g, const char *path, const char *group, listin
   memset(l, 0, sizeof *l);
   if (H5Gget_info(g, &info) < 0) {
     char why[160];
-    return dl_fail(DL_ERR_FORMAT, "%s:%s: unreadable group (%s)", path, group,
-                   dl_h5_reason(why));
+    return dl_fail(DL_ERR_FORMAT, "%s:%s: unreadable group (%s)", path, group, dl_h5_reason(why));
   }
   l->e = calloc(info.nlinks ? info.nlinks : 1, sizeof *l->e);
   if (!l->e) return dl_fail(DL_ERR_NOMEM, "%s:%s: out of memory listing keys", path, group);
@@ -398,8 +392,8 @@ static dl_status list_group(hid_t g, const char *path, const char *group, listin
   return DL_OK;
 }
 
-static dl_status read_dataset(hid_t g, const char *path, const char *group,
-                              const stored *e, dl_tensor *t) {
+static dl_status read_dataset(hid_t g, const char *path, const char *group, const stored *e,
+                              dl_tensor *t) {
   char what[DL_NAME_MAX + 64];
   snprintf(what, sizeof what, "%s/%s", group, e->name);
   DL_TRY(dl_tensor_alloc(t, (dl_dtype)e->dtype, e->ndim, e->shape, what));
@@ -409,32 +403,32 @@ static dl_status read_dataset(hid_t g, const char *path, const char *group,
   /* A dataset created but never written reads as its fill value: numbers
    * nobody computed. Refuse it like a damaged file. */
   H5D_space_status_t written = H5D_SPACE_STATUS_ERROR;
-  if (ds >= 0 && (H5Dget_space_status(ds, &written) < 0 ||
-                  written == H5D_SPACE_STATUS_NOT_ALLOCATED)) {
+  if (ds >= 0 &&
+      (H5Dget_space_status(ds, &written) < 0 || written == H5D_SPACE_STATUS_NOT_ALLOCATED)) {
     H5Dclose(ds);
     if (type >= 0) H5Tclose(type);
     dl_tensor_free(t);
-    return dl_fail(DL_ERR_FORMAT, "%s:%s%s%s holds no data (created but never written)",
-                   path, group, sep(group), e->name);
+    return dl_fail(DL_ERR_FORMAT, "%s:%s%s%s holds no data (created but never written)", path,
+                   group, sep(group), e->name);
   }
-  herr_t rc = ds >= 0 && type >= 0
-                  ? H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data)
-                  : -1;
+  herr_t rc = ds >= 0 && type >= 0 ? H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) : -1;
   char why[160];
   dl_status s = DL_OK;
   if (rc < 0)
-    s = dl_fail(DL_ERR_FORMAT, "%s:%s%s%s: cannot read the data (%s); the file may be "
-                "truncated or damaged", path, group, sep(group), e->name, dl_h5_reason(why));
+    s = dl_fail(DL_ERR_FORMAT,
+                "%s:%s%s%s: cannot read the data (%s); the file may be "
+                "truncated or damaged",
+                path, group, sep(group), e->name, dl_h5_reason(why));
   if (type >= 0) H5Tclose(type);
   if (ds >= 0) H5Dclose(ds);
   if (s != DL_OK) dl_tensor_free(t);
   return s;
 }
 
-static dl_status check_dtype(const char *path, const char *group, const stored *e,
-                             int expected) {
+static dl_status check_dtype(const char *path, const char *group, const stored *e, int expected) {
   if (e->dtype >= 0 && e->dtype == expected) return DL_OK;
-  return dl_fail(DL_ERR_FORMAT, "%s:%s%s%s is %s, expected %s: convert it before "
+  return dl_fail(DL_ERR_FORMAT,
+                 "%s:%s%s%s is %s, expected %s: convert it before "
                  "saving (tensor.float() / .long())",
                  path, group, sep(group), e->name, e->type_name,
                  expected >= 0 ? dl_dtype_name((dl_dtype)expected)
@@ -474,8 +468,7 @@ static dl_status read_all(hid_t g, const char *path, const char *group, listing 
   return DL_OK;
 }
 
-dl_status dl_state_read_group(hid_t file, const char *path, const char *group,
-                              dl_state_dict *out) {
+dl_status dl_state_read_group(hid_t file, const char *path, const char *group, dl_state_dict *out) {
   memset(out, 0, sizeof *out);
   group = group_or_root(group);
   dl_h5_quiet q = dl_h5_quiet_begin();
@@ -526,8 +519,8 @@ static size_t append(char *buf, size_t len, size_t at, const char *fmt, const ch
   return k < 0 ? at : at + (size_t)k;
 }
 
-static size_t append_names(char *buf, size_t len, size_t at, const char *what,
-                           char *const *names, int n) {
+static size_t append_names(char *buf, size_t len, size_t at, const char *what, char *const *names,
+                           int n) {
   char count[32];
   snprintf(count, sizeof count, "%d", n);
   at = append(buf, len, at, "%s%s %s", at ? "; " : "", count, what);
@@ -581,8 +574,7 @@ static dl_status push_name(char ***list, int *n, const char *name) {
 }
 
 static dl_status push_mismatch(dl_load_report *r, const dl_tensor *want, const stored *e) {
-  dl_shape_mismatch *grown =
-      realloc(r->mismatched, (size_t)(r->nmismatched + 1) * sizeof *grown);
+  dl_shape_mismatch *grown = realloc(r->mismatched, (size_t)(r->nmismatched + 1) * sizeof *grown);
   if (!grown) return dl_fail(DL_ERR_NOMEM, "out of memory for a load report");
   r->mismatched = grown;
   dl_shape_mismatch *m = &grown[r->nmismatched];
@@ -623,8 +615,8 @@ static bool has_module_prefix(const dl_load_report *r) {
 }
 
 /* Fills the report; match[i] = index in the listing of items[i], or -1. */
-static dl_status diagnose(const char *path, const char *group, const dl_named_tensor *items,
-                          int n, listing *l, int *match, dl_load_report *r) {
+static dl_status diagnose(const char *path, const char *group, const dl_named_tensor *items, int n,
+                          listing *l, int *match, dl_load_report *r) {
   for (int i = 0; i < n; i++) {
     match[i] = -1;
     for (int j = 0; j < l->n && match[i] < 0; j++)
@@ -668,8 +660,7 @@ static dl_status read_and_copy(hid_t g, const char *path, const char *group,
   return s;
 }
 
-static dl_status refuse(const char *path, const char *group, bool strict,
-                        const dl_load_report *r) {
+static dl_status refuse(const char *path, const char *group, bool strict, const dl_load_report *r) {
   bool keys = r->nmissing || r->nunexpected;
   if (!r->nmismatched && !(strict && keys)) return DL_OK;
   char text[1600];
@@ -677,13 +668,11 @@ static dl_status refuse(const char *path, const char *group, bool strict,
   return dl_fail(DL_ERR_INVALID,
                  "error(s) loading state dict from %s group %s (%s; nothing was "
                  "loaded): %s",
-                 path, group, r->nmismatched ? "shapes differ" : "strict",
-                 text);
+                 path, group, r->nmismatched ? "shapes differ" : "strict", text);
 }
 
 static dl_status load_from(hid_t g, const char *path, const char *group,
-                           const dl_named_tensor *items, int n, bool strict,
-                           dl_load_report *r) {
+                           const dl_named_tensor *items, int n, bool strict, dl_load_report *r) {
   listing l;
   DL_TRY(list_group(g, path, group, &l));
   int *match = calloc(n ? (size_t)n : 1, sizeof *match);
@@ -716,9 +705,8 @@ dl_status dl_state_load_group(hid_t file, const char *path, const char *group,
   return s;
 }
 
-dl_status dl_state_load(const char *path, const char *group,
-                        const dl_named_tensor *items, int n, bool strict,
-                        dl_load_report *report) {
+dl_status dl_state_load(const char *path, const char *group, const dl_named_tensor *items, int n,
+                        bool strict, dl_load_report *report) {
   hid_t file;
   if (report) memset(report, 0, sizeof *report);
   DL_TRY(dl_h5_open_read(path, &file));
@@ -753,8 +741,7 @@ dl_status dl_model_state_items(dl_model *m, dl_named_tensor **items, int *n) {
   if (count != cap) {
     free(list);
     return dl_fail(DL_ERR_INTERNAL,
-                   "the model lists %d parameters and buffers but its layers hold %d",
-                   cap, count);
+                   "the model lists %d parameters and buffers but its layers hold %d", cap, count);
   }
   *items = list;
   *n = count;
@@ -770,8 +757,8 @@ dl_status dl_model_save_state(dl_model *m, const char *path, const char *group) 
   return s;
 }
 
-dl_status dl_model_load_state(dl_model *m, const char *path, const char *group,
-                              bool strict, dl_load_report *report) {
+dl_status dl_model_load_state(dl_model *m, const char *path, const char *group, bool strict,
+                              dl_load_report *report) {
   dl_named_tensor *items;
   int n;
   if (report) memset(report, 0, sizeof *report);

@@ -51,9 +51,9 @@ typedef struct dl_shape_mismatch {
 
 /* What a load found; filled on success and on DL_ERR_INVALID alike. */
 typedef struct dl_load_report {
-  char **missing;           /* expected, absent from the file */
+  char **missing; /* expected, absent from the file */
   int nmissing;
-  char **unexpected;        /* in the file, not expected */
+  char **unexpected; /* in the file, not expected */
   int nunexpected;
   dl_shape_mismatch *mismatched;
   int nmismatched;
@@ -61,15 +61,14 @@ typedef struct dl_load_report {
    * stripping it gives a missing key: the file holds a DDP model's
    * state_dict(). */
   bool module_prefix;
-  int nloaded;              /* entries copied into the destination */
+  int nloaded; /* entries copied into the destination */
 } dl_load_report;
 
 /* ---- whole files ---------------------------------------------------- */
 
 /* Writes items as the datasets of `group` ("model", "/model", "opt/state";
  * "/" is the root group) of a new file that atomically replaces `path`. */
-dl_status dl_state_save(const char *path, const char *group,
-                        const dl_named_tensor *items, int n);
+dl_status dl_state_save(const char *path, const char *group, const dl_named_tensor *items, int n);
 
 /* Copies the datasets of `group` into items (which give the expected
  * shapes and dtypes). strict: missing/unexpected keys fail with
@@ -77,9 +76,8 @@ dl_status dl_state_save(const char *path, const char *group,
  * dl_load_report_free) whenever the file could be read. Missing or
  * unreadable file: DL_ERR_IO; not HDF5, no such group, wrong dtype or
  * rank: DL_ERR_FORMAT, naming the file and key. */
-dl_status dl_state_load(const char *path, const char *group,
-                        const dl_named_tensor *items, int n, bool strict,
-                        dl_load_report *report);
+dl_status dl_state_load(const char *path, const char *group, const dl_named_tensor *items, int n,
+                        bool strict, dl_load_report *report);
 
 /* Reads every dataset of `group` into a new state dict, in file order. */
 dl_status dl_state_read(const char *path, const char *group, dl_state_dict *out);
@@ -94,8 +92,8 @@ const dl_tensor *dl_state_dict_find(const dl_state_dict *sd, const char *name);
  * malloc'd: free() it; the names and tensors belong to the model. */
 dl_status dl_model_state_items(dl_model *m, dl_named_tensor **items, int *n);
 dl_status dl_model_save_state(dl_model *m, const char *path, const char *group);
-dl_status dl_model_load_state(dl_model *m, const char *path, const char *group,
-                              bool strict, dl_load_report *report);
+dl_status dl_model_load_state(dl_model *m, const char *path, const char *group, bool strict,
+                              dl_load_report *report);
 
 /* ---- reports --------------------------------------------------------- */
 
@@ -129,7 +127,6 @@ dl_status dl_state_write_group(hid_t file, const char *path, const char *group,
 dl_status dl_state_load_group(hid_t file, const char *path, const char *group,
                               const dl_named_tensor *items, int n, bool strict,
                               dl_load_report *report);
-dl_status dl_state_read_group(hid_t file, const char *path, const char *group,
-                              dl_state_dict *out);
+dl_status dl_state_read_group(hid_t file, const char *path, const char *group, dl_state_dict *out);
 
 #endif

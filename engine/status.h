@@ -19,23 +19,21 @@ typedef enum dl_status {
 
 /* Sets the message (printf format) and returns s, so that failures read
  * `return dl_fail(DL_ERR_INVALID, "linear %d: ...", i);`. */
-dl_status dl_fail(dl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+dl_status dl_fail(dl_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prepends context ("layer 3 (conv2d): ") to the current message, so that a
  * caller can say where a callee's failure happened. Returns s. */
-dl_status dl_fail_context(dl_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+dl_status dl_fail_context(dl_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 const char *dl_last_error(void);
 void dl_clear_error(void);
 const char *dl_status_name(dl_status s);
 
 /* Propagate a failure to the caller. */
-#define DL_TRY(expr)                                                           \
-  do {                                                                         \
-    dl_status dl_try_s_ = (expr);                                              \
-    if (dl_try_s_ != DL_OK) return dl_try_s_;                                  \
+#define DL_TRY(expr)                          \
+  do {                                        \
+    dl_status dl_try_s_ = (expr);             \
+    if (dl_try_s_ != DL_OK) return dl_try_s_; \
   } while (0)
 
 #endif

@@ -7,8 +7,10 @@
 
 size_t dl_dtype_size(dl_dtype dt) {
   switch (dt) {
-  case DL_F32: case DL_I32: return 4;
-  case DL_F16: case DL_BF16: return 2;
+  case DL_F32:
+  case DL_I32: return 4;
+  case DL_F16:
+  case DL_BF16: return 2;
   case DL_I64: return 8;
   }
   return 0;
@@ -29,15 +31,13 @@ static dl_status tensor_alloc(dl_tensor *t, dl_dtype dt, int ndim, const int64_t
                               const char *what, bool zero) {
   const char *name = what ? what : "tensor";
   if (ndim < 0 || ndim > DL_MAX_DIMS)
-    return dl_fail(DL_ERR_INVALID, "%s: rank %d is outside 0..%d", name, ndim,
-                   DL_MAX_DIMS);
-  if (dl_dtype_size(dt) == 0)
-    return dl_fail(DL_ERR_INVALID, "%s: unknown dtype %d", name, (int)dt);
+    return dl_fail(DL_ERR_INVALID, "%s: rank %d is outside 0..%d", name, ndim, DL_MAX_DIMS);
+  if (dl_dtype_size(dt) == 0) return dl_fail(DL_ERR_INVALID, "%s: unknown dtype %d", name, (int)dt);
   int64_t numel = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0)
-      return dl_fail(DL_ERR_INVALID, "%s: dimension %d is negative (%lld)", name,
-                     i, (long long)shape[i]);
+      return dl_fail(DL_ERR_INVALID, "%s: dimension %d is negative (%lld)", name, i,
+                     (long long)shape[i]);
     if (shape[i] > 0 && numel > INT64_MAX / 8 / shape[i])
       return dl_fail(DL_ERR_INVALID, "%s: shape is too large", name);
     numel *= shape[i];
@@ -63,8 +63,8 @@ dl_status dl_tensor_alloc_uninit(dl_tensor *t, dl_dtype dt, int ndim, const int6
   return tensor_alloc(t, dt, ndim, shape, what, false);
 }
 
-dl_status dl_tensor_f32(dl_tensor *t, int ndim, int64_t d0, int64_t d1,
-                        int64_t d2, int64_t d3, const char *what) {
+dl_status dl_tensor_f32(dl_tensor *t, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                        const char *what) {
   const int64_t shape[DL_MAX_DIMS] = {d0, d1, d2, d3};
   return dl_tensor_alloc(t, DL_F32, ndim, shape, what);
 }
@@ -79,8 +79,7 @@ dl_status dl_tensor_copy_into(dl_tensor *dst, const dl_tensor *src, const char *
   if (dst->dtype != src->dtype || !dl_tensor_same_shape(dst, src)) {
     char a[96], b[96];
     return dl_fail(DL_ERR_INVALID, "%s: expected %s, got %s", what ? what : "tensor",
-                   dl_tensor_describe(dst, a, sizeof a),
-                   dl_tensor_describe(src, b, sizeof b));
+                   dl_tensor_describe(dst, a, sizeof a), dl_tensor_describe(src, b, sizeof b));
   }
   if (src->numel) memcpy(dst->data, src->data, dl_tensor_bytes(src));
   return DL_OK;

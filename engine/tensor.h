@@ -28,15 +28,15 @@ const char *dl_dtype_name(dl_dtype dt);
 
 /* Allocates a zeroed tensor. `t` must be empty ({0} or freed). `what` names
  * the tensor in error messages ("0.weight", "activation 3"). */
-dl_status dl_tensor_alloc(dl_tensor *t, dl_dtype dt, int ndim,
-                          const int64_t *shape, const char *what);
+dl_status dl_tensor_alloc(dl_tensor *t, dl_dtype dt, int ndim, const int64_t *shape,
+                          const char *what);
 /* The same with unspecified contents, for outputs of which every element is
  * written before it is read (saves the zeroing on hot paths). */
-dl_status dl_tensor_alloc_uninit(dl_tensor *t, dl_dtype dt, int ndim,
-                                 const int64_t *shape, const char *what);
+dl_status dl_tensor_alloc_uninit(dl_tensor *t, dl_dtype dt, int ndim, const int64_t *shape,
+                                 const char *what);
 /* Shorthands for float32 tensors of rank 1..4. */
-dl_status dl_tensor_f32(dl_tensor *t, int ndim, int64_t d0, int64_t d1,
-                        int64_t d2, int64_t d3, const char *what);
+dl_status dl_tensor_f32(dl_tensor *t, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                        const char *what);
 /* dst := a new copy of src. */
 dl_status dl_tensor_clone(dl_tensor *dst, const dl_tensor *src, const char *what);
 /* Same shape and dtype? Then copy the bytes; else DL_ERR_INVALID naming `what`. */

@@ -68,8 +68,7 @@ static void read_env_thread_count(void) {
 dl_status dl_set_num_threads(int n) {
   pthread_once(&num_threads_once, read_env_thread_count);
   if (n < 1 || n > DL_MAX_THREADS)
-    return dl_fail(DL_ERR_INVALID,
-                   "dl_set_num_threads: %d threads requested; use 1 to %d", n,
+    return dl_fail(DL_ERR_INVALID, "dl_set_num_threads: %d threads requested; use 1 to %d", n,
                    DL_MAX_THREADS);
   atomic_store(&num_threads, n);
   return DL_OK;
@@ -108,8 +107,7 @@ static void *worker_main(void *arg) {
   pthread_mutex_lock(&pool.mu);
   uint64_t seen = pool.workers[id].start_generation;
   for (;;) {
-    while (!pool.stopping && pool.generation == seen)
-      pthread_cond_wait(&pool.wake, &pool.mu);
+    while (!pool.stopping && pool.generation == seen) pthread_cond_wait(&pool.wake, &pool.mu);
     if (pool.stopping) break;
     seen = pool.generation;
     if (pool.job && id < pool.job->helpers) work_on_current_job();
@@ -144,8 +142,7 @@ static void start_workers(int wanted) {
   while (pool.n_workers < wanted) {
     int id = pool.n_workers;
     pool.workers[id].start_generation = pool.generation;
-    if (pthread_create(&pool.workers[id].tid, NULL, worker_main, (void *)(intptr_t)id) != 0)
-      return;
+    if (pthread_create(&pool.workers[id].tid, NULL, worker_main, (void *)(intptr_t)id) != 0) return;
     pool.n_workers++;
   }
 }

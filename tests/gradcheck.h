@@ -77,18 +77,16 @@ static inline void gc_set_training(dl_layer *l, bool training) {
 }
 
 /* L = sum(y * dy) in double, after one forward (which is then released). */
-static inline bool gc_loss(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                           const dl_tensor *dy, double *loss) {
+static inline bool gc_loss(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, const dl_tensor *dy,
+                           double *loss) {
   dl_tensor y = {0};
   if (l->ops->forward(l, ctx, x, &y) != DL_OK) {
-    snprintf(gc_last_report, sizeof gc_last_report, "forward failed: %s",
-             dl_last_error());
+    snprintf(gc_last_report, sizeof gc_last_report, "forward failed: %s", dl_last_error());
     dl_layer_release(l);
     return false;
   }
   double sum = 0.0;
-  for (int64_t j = 0; j < y.numel; j++)
-    sum += (double)dl_f32(&y)[j] * (double)dl_f32(dy)[j];
+  for (int64_t j = 0; j < y.numel; j++) sum += (double)dl_f32(&y)[j] * (double)dl_f32(dy)[j];
   dl_tensor_free(&y);
   dl_layer_release(l);
   *loss = sum;
@@ -112,9 +110,8 @@ static inline bool gc_central(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
 /* max(worst, the error of `analytic` against the numeric derivative over
  * every element of `v`), an input or a parameter of l. */
 static inline double gc_check_tensor(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                                     const dl_tensor *dy, dl_tensor *v,
-                                     const float *analytic, const char *what,
-                                     double worst) {
+                                     const dl_tensor *dy, dl_tensor *v, const float *analytic,
+                                     const char *what, double worst) {
   float *data = dl_f32(v);
   for (int64_t i = 0; i < v->numel; i++) {
     const float h = GC_REL_STEP * fmaxf(1.0f, fabsf(data[i]));
@@ -128,8 +125,8 @@ static inline double gc_check_tensor(dl_layer *l, const dl_ctx *ctx, const dl_te
     if (!(err <= worst)) {
       worst = err;
       snprintf(gc_last_report, sizeof gc_last_report,
-               "worst: %s[%lld] analytic %.7g numeric %.7g error %.3g", what,
-               (long long)i, (double)analytic[i], numeric, err);
+               "worst: %s[%lld] analytic %.7g numeric %.7g error %.3g", what, (long long)i,
+               (double)analytic[i], numeric, err);
     }
   }
   return worst;
@@ -148,13 +145,11 @@ static inline bool gc_make_dy(const dl_tensor *y, dl_tensor *dy) {
 }
 
 /* Forward + backward once; copies out dx and every param grad. */
-static inline bool gc_analytic(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                               dl_tensor *dy, dl_tensor *dx,
-                               dl_tensor grads[DL_LAYER_MAX_PARAMS]) {
+static inline bool gc_analytic(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *dy,
+                               dl_tensor *dx, dl_tensor grads[DL_LAYER_MAX_PARAMS]) {
   dl_tensor y = {0};
   if (l->ops->forward(l, ctx, x, &y) != DL_OK) {
-    snprintf(gc_last_report, sizeof gc_last_report, "forward failed: %s",
-             dl_last_error());
+    snprintf(gc_last_report, sizeof gc_last_report, "forward failed: %s", dl_last_error());
     dl_layer_release(l);
     return false;
   }
@@ -162,8 +157,7 @@ static inline bool gc_analytic(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   if (ok) {
     ok = l->ops->backward(l, ctx, x, &y, dy, x->dtype == DL_F32 ? dx : NULL) == DL_OK;
     if (!ok)
-      snprintf(gc_last_report, sizeof gc_last_report, "backward failed: %s",
-               dl_last_error());
+      snprintf(gc_last_report, sizeof gc_last_report, "backward failed: %s", dl_last_error());
   }
   for (int p = 0; ok && p < l->nparams; p++)
     ok = dl_tensor_clone(&grads[p], &l->params[p].grad, "gradcheck grad") == DL_OK;
@@ -172,8 +166,7 @@ static inline bool gc_analytic(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   return ok;
 }
 
-static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor *x,
-                                        bool training) {
+static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor *x, bool training) {
   dl_layer l;
   dl_tensor xv = {0}, dy = {0}, dx = {0}, grads[DL_LAYER_MAX_PARAMS] = {{0}};
   dl_ctx ctx = gc_ctx();
@@ -209,9 +202,8 @@ static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor 
  * DL_ERR_NOMEM and without leaking; -1 (gc_last_report says why) if a pass
  * failed otherwise or leaked. grads_exist: parameters already hold gradients,
  * so backward accumulates (a second backward's scratch path). */
-static inline int gc_nomem_failures(const dl_layer_desc *d, const char *prefix,
-                                    const dl_tensor *x, const dl_tensor *dy,
-                                    dl_dtype autocast, bool grads_exist) {
+static inline int gc_nomem_failures(const dl_layer_desc *d, const char *prefix, const dl_tensor *x,
+                                    const dl_tensor *dy, dl_dtype autocast, bool grads_exist) {
   const int64_t base = dl_mem_current();
   for (int64_t n = 1; n < 1000; n++) {
     dl_layer l;
@@ -222,8 +214,7 @@ static inline int gc_nomem_failures(const dl_layer_desc *d, const char *prefix,
     dl_status s = dl_layer_init(&l, d, prefix, 0, 1);
     if (s == DL_OK) {
       s = l.ops->forward(&l, &ctx, x, &y);
-      for (int i = 0; s == DL_OK && grads_exist && i < l.nparams; i++)
-        l.params[i].has_grad = true;
+      for (int i = 0; s == DL_OK && grads_exist && i < l.nparams; i++) l.params[i].has_grad = true;
       if (s == DL_OK) s = l.ops->backward(&l, &ctx, x, &y, dy, &dx);
       dl_tensor_free(&y);
       dl_tensor_free(&dx);
@@ -232,8 +223,8 @@ static inline int gc_nomem_failures(const dl_layer_desc *d, const char *prefix,
     dl_mem_fail_after(0);
     if (dl_mem_current() != base || (s != DL_OK && s != DL_ERR_NOMEM)) {
       snprintf(gc_last_report, sizeof gc_last_report,
-               "allocation %lld failing: status %d, %lld bytes leaked: %s", (long long)n,
-               (int)s, (long long)(dl_mem_current() - base), dl_last_error());
+               "allocation %lld failing: status %d, %lld bytes leaked: %s", (long long)n, (int)s,
+               (long long)(dl_mem_current() - base), dl_last_error());
       return -1;
     }
     if (s == DL_OK) return (int)(n - 1);

@@ -18,10 +18,10 @@
 
 typedef struct host_backend {
   int sgemm_calls, fwd_calls, data_calls, filter_calls, optim_calls, dropout_calls;
-  bool fail;          /* every call fails with DL_ERR_IO */
-  int half;           /* expect operands rounded to this half type (0: any) */
+  bool fail;             /* every call fails with DL_ERR_IO */
+  int half;              /* expect operands rounded to this half type (0: any) */
   bool operands_rounded; /* stays true while every operand seen was */
-  bool tf32;          /* round every GEMM and convolution operand to TF32 */
+  bool tf32;             /* round every GEMM and convolution operand to TF32 */
 } host_backend;
 
 /* float32 -> TF32 (10 explicit mantissa bits), round to nearest even. */
@@ -54,8 +54,8 @@ static inline void expect_rounded(host_backend *hb, const float *x, int64_t n) {
 }
 
 static inline dl_status host_sgemm(void *impl, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                            const float *A, int64_t lda, const float *B, int64_t ldb,
-                            float beta, float *C, int64_t ldc) {
+                                   const float *A, int64_t lda, const float *B, int64_t ldb,
+                                   float beta, float *C, int64_t ldc) {
   host_backend *hb = impl;
   hb->sgemm_calls++;
   if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: sgemm failed on purpose");
@@ -88,18 +88,18 @@ static inline int64_t y_at(const dl_conv2d_shape *g, int64_t n, int64_t o, int64
 
 /* Calls f(n, o, c, oh, ow, ih, iw, ki, kj) for every product of the
  * convolution that does not touch padding. */
-#define FOR_EACH_TAP(g, body)                                                          \
-  for (int64_t n = 0; n < (g)->n; n++)                                                 \
-    for (int64_t o = 0; o < (g)->o; o++)                                               \
-      for (int64_t oh = 0; oh < (g)->oh; oh++)                                         \
-        for (int64_t ow = 0; ow < (g)->ow; ow++)                                       \
-          for (int64_t c = 0; c < (g)->c; c++)                                         \
-            for (int64_t ki = 0; ki < (g)->k; ki++)                                    \
-              for (int64_t kj = 0; kj < (g)->k; kj++) {                                \
-                int64_t ih = oh * (g)->stride - (g)->pad + ki;                         \
-                int64_t iw = ow * (g)->stride - (g)->pad + kj;                         \
-                if (ih < 0 || ih >= (g)->h || iw < 0 || iw >= (g)->w) continue;        \
-                body;                                                                  \
+#define FOR_EACH_TAP(g, body)                                                   \
+  for (int64_t n = 0; n < (g)->n; n++)                                          \
+    for (int64_t o = 0; o < (g)->o; o++)                                        \
+      for (int64_t oh = 0; oh < (g)->oh; oh++)                                  \
+        for (int64_t ow = 0; ow < (g)->ow; ow++)                                \
+          for (int64_t c = 0; c < (g)->c; c++)                                  \
+            for (int64_t ki = 0; ki < (g)->k; ki++)                             \
+              for (int64_t kj = 0; kj < (g)->k; kj++) {                         \
+                int64_t ih = oh * (g)->stride - (g)->pad + ki;                  \
+                int64_t iw = ow * (g)->stride - (g)->pad + kj;                  \
+                if (ih < 0 || ih >= (g)->h || iw < 0 || iw >= (g)->w) continue; \
+                body;                                                           \
               }
 
 static inline double *zeros(int64_t n) {
@@ -114,48 +114,45 @@ static inline void store(float *dst, double *src, int64_t n) {
 }
 
 static inline dl_status host_conv_fwd(void *impl, const dl_conv2d_shape *g, const float *x,
-                               const float *w, float *y) {
+                                      const float *w, float *y) {
   host_backend *hb = impl;
   hb->fwd_calls++;
   if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: conv forward failed on purpose");
   expect_rounded(hb, x, g->n * g->c * g->h * g->w);
   expect_rounded(hb, w, g->o * g->c * g->k * g->k);
   double *acc = zeros(g->n * g->o * g->oh * g->ow);
-  FOR_EACH_TAP(g, acc[y_at(g, n, o, oh, ow)] +=
-                  (double)host_in(hb, x[x_at(g, n, c, ih, iw)]) *
-                  host_in(hb, w[w_at(g, o, c, ki, kj)]));
+  FOR_EACH_TAP(g, acc[y_at(g, n, o, oh, ow)] += (double)host_in(hb, x[x_at(g, n, c, ih, iw)]) *
+                                                host_in(hb, w[w_at(g, o, c, ki, kj)]));
   store(y, acc, g->n * g->o * g->oh * g->ow);
   return DL_OK;
 }
 
 static inline dl_status host_conv_data(void *impl, const dl_conv2d_shape *g, const float *dy,
-                                const float *w, float *dx) {
+                                       const float *w, float *dx) {
   host_backend *hb = impl;
   hb->data_calls++;
   if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: conv data failed on purpose");
   double *acc = zeros(g->n * g->c * g->h * g->w);
-  FOR_EACH_TAP(g, acc[x_at(g, n, c, ih, iw)] +=
-                  (double)host_in(hb, dy[y_at(g, n, o, oh, ow)]) *
-                  host_in(hb, w[w_at(g, o, c, ki, kj)]));
+  FOR_EACH_TAP(g, acc[x_at(g, n, c, ih, iw)] += (double)host_in(hb, dy[y_at(g, n, o, oh, ow)]) *
+                                                host_in(hb, w[w_at(g, o, c, ki, kj)]));
   store(dx, acc, g->n * g->c * g->h * g->w);
   return DL_OK;
 }
 
 static inline dl_status host_conv_filter(void *impl, const dl_conv2d_shape *g, const float *x,
-                                  const float *dy, float *dw) {
+                                         const float *dy, float *dw) {
   host_backend *hb = impl;
   hb->filter_calls++;
   if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: conv filter failed on purpose");
   double *acc = zeros(g->o * g->c * g->k * g->k);
-  FOR_EACH_TAP(g, acc[w_at(g, o, c, ki, kj)] +=
-                  (double)host_in(hb, dy[y_at(g, n, o, oh, ow)]) *
-                  host_in(hb, x[x_at(g, n, c, ih, iw)]));
+  FOR_EACH_TAP(g, acc[w_at(g, o, c, ki, kj)] += (double)host_in(hb, dy[y_at(g, n, o, oh, ow)]) *
+                                                host_in(hb, x[x_at(g, n, c, ih, iw)]));
   store(dw, acc, g->o * g->c * g->k * g->k);
   return DL_OK;
 }
 
-static inline dl_status host_optim_step(void *impl, const dl_optim_coeffs *c, int64_t n,
-                                        float *w, const float *g, float *buf0, float *buf1) {
+static inline dl_status host_optim_step(void *impl, const dl_optim_coeffs *c, int64_t n, float *w,
+                                        const float *g, float *buf0, float *buf1) {
   host_backend *hb = impl;
   hb->optim_calls++;
   if (hb->fail) return dl_fail(DL_ERR_IO, "host backend: optimizer step failed on purpose");
@@ -181,10 +178,14 @@ static inline dl_status host_dropout_mask(void *impl, const dl_stream *streams, 
 
 static inline dl_backend host_backend_table(host_backend *hb) {
   *hb = (host_backend){.operands_rounded = true};
-  return (dl_backend){.name = "host", .impl = hb, .sgemm = host_sgemm,
-                      .conv2d_forward = host_conv_fwd, .conv2d_backward_data = host_conv_data,
+  return (dl_backend){.name = "host",
+                      .impl = hb,
+                      .sgemm = host_sgemm,
+                      .conv2d_forward = host_conv_fwd,
+                      .conv2d_backward_data = host_conv_data,
                       .conv2d_backward_filter = host_conv_filter,
-                      .optim_step = host_optim_step, .dropout_mask = host_dropout_mask};
+                      .optim_step = host_optim_step,
+                      .dropout_mask = host_dropout_mask};
 }
 
 #endif

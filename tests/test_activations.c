@@ -53,8 +53,7 @@ static void grid(dl_tensor *x) {
   memcpy(dl_f32(x) + NSTEPS, extra, sizeof extra);
 }
 
-static void run(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y,
-                dl_tensor *dx) {
+static void run(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y, dl_tensor *dx) {
   dl_tensor dy = {0};
   assert_int_equal(l->ops->forward(l, ctx, x, y), DL_OK);
   assert_int_equal(dl_tensor_clone(&dy, x, "dy"), DL_OK);
@@ -95,8 +94,8 @@ static void gelu_matches_double_formulas(void **state) {
       double rd = form ? ref_dgelu_tanh(xv) : ref_dgelu_erf(xv);
       float vy = dl_f32(&y)[i], vd = dl_f32(&dx)[i];
       if (!gelu_close(vy, ry, xv, 4.0) || !gelu_close(vd, rd, xv, 8.0))
-        print_error("form %d x %.9g: y %.9g ref %.9g, dy %.9g ref %.9g\n", form, xv,
-                    (double)vy, ry, (double)vd, rd);
+        print_error("form %d x %.9g: y %.9g ref %.9g, dy %.9g ref %.9g\n", form, xv, (double)vy, ry,
+                    (double)vd, rd);
       assert_true(gelu_close(vy, ry, xv, 4.0));
       assert_true(gelu_close(vd, rd, xv, 8.0));
     }
@@ -214,8 +213,7 @@ static void gradcheck_every_kind(void **state) {
       for (int64_t i = 0; i < x.numel; i += 2) dl_f32(&x)[i] = -dl_f32(&x)[i];
       for (int training = 1; training >= 0; training--) {
         double err = gc_layer_max_error(&d, &x, training);
-        if (!(err < 1e-2))
-          print_error("kind %d shape %d: %g (%s)\n", k, s, err, gc_last_report);
+        if (!(err < 1e-2)) print_error("kind %d shape %d: %g (%s)\n", k, s, err, gc_last_report);
         assert_true(err < 1e-2);
       }
       dl_tensor_free(&x);

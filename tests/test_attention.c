@@ -84,8 +84,8 @@ static void gradients_match_finite_differences(void **state) {
     bool causal, training;
     float p;
   } cases[] = {
-      {2, 3, 4, 2, false, true, 0.0f},  {1, 4, 6, 3, true, true, 0.0f},
-      {2, 3, 4, 1, true, true, 0.3f},   {2, 3, 4, 2, false, false, 0.3f},
+      {2, 3, 4, 2, false, true, 0.0f}, {1, 4, 6, 3, true, true, 0.0f},
+      {2, 3, 4, 1, true, true, 0.3f},  {2, 3, 4, 2, false, false, 0.3f},
       {1, 1, 2, 2, true, true, 0.0f},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -139,7 +139,8 @@ static void forward_matches_double_reference(void **state) {
           for (int j = 0; j < nv; j++) sum += s[j] = exp(s[j] - mx);
           for (int c = 0; c < D; c++) {
             heads[i][h * D + c] = 0.0;
-            for (int j = 0; j < nv; j++) heads[i][h * D + c] += s[j] / sum * qkv[j][2 * E + h * D + c];
+            for (int j = 0; j < nv; j++)
+              heads[i][h * D + c] += s[j] / sum * qkv[j][2 * E + h * D + c];
           }
         }
       for (int t = 0; t < T; t++)
@@ -263,8 +264,7 @@ static void padding_after_a_causal_sequence_changes_nothing(void **state) {
   dl_tensor x = {0}, xp = {0}, y = {0}, yp = {0};
   make_input(&x, 2, 4, 8, 31);
   make_input(&xp, 2, 7, 8, 32);
-  for (int n = 0; n < 2; n++)
-    memcpy(dl_f32(&xp) + n * 56, dl_f32(&x) + n * 32, 32 * sizeof(float));
+  for (int n = 0; n < 2; n++) memcpy(dl_f32(&xp) + n * 56, dl_f32(&x) + n * 32, 32 * sizeof(float));
   dl_ctx ctx = gc_ctx();
   assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
   assert_int_equal(l.ops->forward(&l, &ctx, &xp, &yp), DL_OK);
@@ -402,8 +402,8 @@ typedef struct gemm_backend {
   bool fail, rounded;
 } gemm_backend;
 
-static void check_rounded(gemm_backend *gb, bool trans, int64_t rows, int64_t cols,
-                          const float *a, int64_t ld) {
+static void check_rounded(gemm_backend *gb, bool trans, int64_t rows, int64_t cols, const float *a,
+                          int64_t ld) {
   for (int64_t i = 0; gb->half && i < rows; i++)
     for (int64_t k = 0; k < cols; k++) {
       float v = trans ? a[k * ld + i] : a[i * ld + k];
@@ -411,9 +411,9 @@ static void check_rounded(gemm_backend *gb, bool trans, int64_t rows, int64_t co
     }
 }
 
-static dl_status gemm_backend_sgemm(void *impl, bool ta, bool tb, int64_t M, int64_t N,
-                                    int64_t K, const float *A, int64_t lda, const float *B,
-                                    int64_t ldb, float beta, float *C, int64_t ldc) {
+static dl_status gemm_backend_sgemm(void *impl, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                                    const float *A, int64_t lda, const float *B, int64_t ldb,
+                                    float beta, float *C, int64_t ldc) {
   gemm_backend *gb = impl;
   gb->calls++;
   if (gb->fail) return dl_fail(DL_ERR_IO, "test backend: sgemm failed on purpose");
@@ -477,10 +477,10 @@ static void autocast_rounds_to_half(void **state) {
     dl_dtype ac = h ? DL_BF16 : DL_F16;
     const double tol = h ? 1.0 / 32 : 1.0 / 256;
     assert_int_equal(run_once(&d, &x, NULL, ac, &half), DL_OK);
-    const dl_tensor *got[6] = {&half.y, &half.dx, &half.grads[0], &half.grads[1],
-                               &half.grads[2], &half.grads[3]};
-    const dl_tensor *want[6] = {&full.y, &full.dx, &full.grads[0], &full.grads[1],
-                                &full.grads[2], &full.grads[3]};
+    const dl_tensor *got[6] = {&half.y,        &half.dx,       &half.grads[0],
+                               &half.grads[1], &half.grads[2], &half.grads[3]};
+    const dl_tensor *want[6] = {&full.y,        &full.dx,       &full.grads[0],
+                                &full.grads[1], &full.grads[2], &full.grads[3]};
     for (int t = 0; t < 6; t++) {
       double scale = 0.0;
       for (int64_t i = 0; i < want[t]->numel; i++) scale = fmax(scale, fabs(dl_f32(want[t])[i]));

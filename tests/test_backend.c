@@ -138,8 +138,10 @@ typedef struct conv_case {
 } conv_case;
 
 static const conv_case conv_cases[] = {
-    {2, 3, 6, 6, 4, 3, 1, 1, true}, {2, 2, 7, 9, 3, 5, 1, 2, false},
-    {1, 3, 8, 7, 2, 3, 2, 1, true}, {2, 4, 5, 5, 3, 1, 1, 0, true},
+    {2, 3, 6, 6, 4, 3, 1, 1, true},
+    {2, 2, 7, 9, 3, 5, 1, 2, false},
+    {1, 3, 8, 7, 2, 3, 2, 1, true},
+    {2, 4, 5, 5, 3, 1, 1, 0, true},
 };
 
 static dl_layer_desc conv_desc(const conv_case *c) {
@@ -215,7 +217,8 @@ static void autocast_rounds_what_the_backend_sees(void **state) {
     assert_true(hb.operands_rounded);
     float tol = halves[h] == DL_F16 ? 2e-3f : 1.6e-2f;
     for (int64_t i = 0; i < cpu.y.numel; i++)
-      assert_true(fabsf(dl_f32(&off.y)[i] - dl_f32(&cpu.y)[i]) <= tol * (1 + fabsf(dl_f32(&cpu.y)[i])));
+      assert_true(fabsf(dl_f32(&off.y)[i] - dl_f32(&cpu.y)[i]) <=
+                  tol * (1 + fabsf(dl_f32(&cpu.y)[i])));
     pass_free(&cpu);
     pass_free(&off);
     dl_tensor_free(&x);
@@ -269,8 +272,8 @@ static void backend_failure_is_the_layers_error(void **state) {
 
 /* Dropout [rows, features] with the masks from `b` (or the CPU): rows keyed
  * by global sample ids, as the runner does. */
-static dl_status dropout_pass(const dl_backend *b, int64_t rows, int64_t features,
-                              dl_tensor *y, dl_tensor *mask) {
+static dl_status dropout_pass(const dl_backend *b, int64_t rows, int64_t features, dl_tensor *y,
+                              dl_tensor *mask) {
   dl_layer_desc d = dl_layer_default(DL_DROPOUT);
   d.p = 0.3f;
   dl_layer l;

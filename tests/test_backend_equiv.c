@@ -39,7 +39,9 @@ static void run_as(const dlc_scenario *s, const dl_backend *b, const char *as, d
   assert_true(i >= 0);
   char workdir[DL_TMP_PATH_MAX];
   assert_non_null(make_tmp_dir(workdir, sizeof workdir, "dlcheck-beq-XXXXXX"));
-  dlc_run_options o = {.root = DL_SOURCE_DIR, .scenario = s->name, .workdir = workdir,
+  dlc_run_options o = {.root = DL_SOURCE_DIR,
+                       .scenario = s->name,
+                       .workdir = workdir,
                        .backend_override = b};
   if (dlc_run(&s->runs[i], &o, t) != DL_OK) fail_msg("%s", dl_last_error());
   snprintf(t->run, sizeof t->run, "%s", as);

@@ -26,8 +26,8 @@ static void make_bn(dl_layer *l, const dl_layer_desc *d) {
   assert_int_equal(dl_layer_init(l, d, "1.", 0, 42), DL_OK);
 }
 
-static void make_input(dl_tensor *x, int ndim, int64_t n, int64_t c, int64_t s2,
-                       int64_t s3, uint64_t seed) {
+static void make_input(dl_tensor *x, int ndim, int64_t n, int64_t c, int64_t s2, int64_t s3,
+                       uint64_t seed) {
   assert_int_equal(dl_tensor_f32(x, ndim, n, c, s2, s3, "x"), DL_OK);
   gc_fill_uniform(x, seed, -2.0f, 3.0f);
 }
@@ -65,15 +65,12 @@ static void gradcheck_all_shapes_and_modes(void **state) {
     int64_t shape[4];
     bool affine, track;
   } cases[] = {
-      {DL_BATCHNORM1D, 2, {5, 3, 0, 0}, true, true},
-      {DL_BATCHNORM1D, 3, {3, 2, 4, 0}, false, true},
+      {DL_BATCHNORM1D, 2, {5, 3, 0, 0}, true, true}, {DL_BATCHNORM1D, 3, {3, 2, 4, 0}, false, true},
       {DL_BATCHNORM1D, 2, {2, 2, 0, 0}, true, true}, /* smallest batch */
-      {DL_BATCHNORM2D, 4, {2, 3, 2, 2}, true, true},
-      {DL_BATCHNORM2D, 4, {2, 2, 3, 1}, true, false},
+      {DL_BATCHNORM2D, 4, {2, 3, 2, 2}, true, true}, {DL_BATCHNORM2D, 4, {2, 2, 3, 1}, true, false},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    dl_layer_desc d = bn_desc(cases[i].kind, cases[i].shape[1], cases[i].affine,
-                              cases[i].track);
+    dl_layer_desc d = bn_desc(cases[i].kind, cases[i].shape[1], cases[i].affine, cases[i].track);
     dl_tensor x = {0};
     make_input(&x, cases[i].ndim, cases[i].shape[0], cases[i].shape[1], cases[i].shape[2],
                cases[i].shape[3], 10 + i);
@@ -109,10 +106,8 @@ static void running_stats_after_three_passes(void **state) {
     dl_ctx ctx = ctx_grad(false);
     for (int pass = 0; pass < 3; pass++) {
       dl_tensor x = {0}, y = {0};
-      if (kind)
-        make_input(&x, 4, 2, 3, 1, 2, 100 + pass); /* count 4 per channel */
-      else
-        make_input(&x, 2, 4, 3, 0, 0, 100 + pass);
+      if (kind) make_input(&x, 4, 2, 3, 1, 2, 100 + pass); /* count 4 per channel */
+      else make_input(&x, 2, 4, 3, 0, 0, 100 + pass);
       for (int c = 0; c < 3; c++) {
         double mean, var;
         channel_stats(&x, c, &mean, &var);
@@ -161,7 +156,8 @@ static void eval_uses_running_stats(void **state) {
   assert_int_equal(((int64_t *)l.buffers[2].value.data)[0], 1);
   for (int64_t i = 0; i < x.numel; i++) {
     int c = (int)(i / 2 % 3);
-    double ref = ((double)dl_f32(&x)[i] - rm[c]) / sqrt((double)rv[c] + (double)d.eps) * w[c] + b[c];
+    double ref = ((double)dl_f32(&x)[i] - rm[c]) / sqrt((double)rv[c] + (double)d.eps) * w[c] +
+                 b[c];
     assert_true(fabs(dl_f32(&y)[i] - ref) <= 1e-6 + 1e-6 * fabs(ref));
   }
   /* eval backward: the statistics are constants, dx = dy * w / sqrt(rv + eps) */

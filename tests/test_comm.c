@@ -34,7 +34,7 @@ struct rank_ctx {
   void *arg;
   dl_status s;
   char msg[2048]; /* dl_last_error() is per thread: copied out here */
-  double seconds;  /* how long fn ran */
+  double seconds; /* how long fn ran */
   rank_fn fn;
 };
 
@@ -194,8 +194,7 @@ static void seeded_ring_sum(const sum_case *k, int W, uint64_t seed, float *ref)
 /* Runs the allreduce of a fresh case under seed and mode; every rank's
  * result must be `expect` (NULL: only all alike); out gets rank 0's. */
 static void seeded_allreduce(int W, uint64_t seed, dl_reduce_mode mode,
-                             void (*expect)(const sum_case *, int, uint64_t, float *),
-                             float *out) {
+                             void (*expect)(const sum_case *, int, uint64_t, float *), float *out) {
   sum_case *k = new_case(W, N, mode, 31u);
   k->order_seed = seed;
   rank_ctx ctx[MAX_W];

@@ -268,8 +268,8 @@ static void test_reduce_diff(void **state) {
   assert_int_equal(dl_comm_check_consistent(g_comm, fnv1a(&d, sizeof d), "reduce_diff"), DL_OK);
   if (me == 0)
     printf("native vs ordered, %d ranks, %lld floats: %lld differ, max abs %.3g, max rel %.3g, "
-           "max %lld ulp\n", W, (long long)n, (long long)d.ndiff, d.max_abs, d.max_rel,
-           (long long)d.max_ulp);
+           "max %lld ulp\n",
+           W, (long long)n, (long long)d.ndiff, d.max_abs, d.max_rel, (long long)d.max_ulp);
   free(buf);
 }
 
@@ -400,9 +400,16 @@ static void run_fault_job(const char *kind, const char *timeout, bool recovery, 
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   assert_true(n > 0);
   self[n] = '\0';
-  char *argv[] = {DL_MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "3",
-                  recovery ? "--enable-recovery" : "--oversubscribe", self, (char *)kind,
-                  (char *)timeout, NULL};
+  char *argv[] = {DL_MPIEXEC,
+                  "--allow-run-as-root",
+                  "--oversubscribe",
+                  "-np",
+                  "3",
+                  recovery ? "--enable-recovery" : "--oversubscribe",
+                  self,
+                  (char *)kind,
+                  (char *)timeout,
+                  NULL};
   run_child(argv, 90, r);
   printf("---- mpirun -np 3 %s%s: status %d, %.1f s ----\n%s\n", kind,
          recovery ? " --enable-recovery" : "", r->status, r->seconds, r->out);
@@ -457,8 +464,8 @@ static void test_fault_kill(void **state) {
   static child_run r;
   run_fault_job("fault-kill", "30", false, &r);
   assert_true(exited_nonzero(r.status));
-  assert_true(r.seconds < 30);                 /* before the others' timeout ... */
-  assert_null(strstr(r.out, "timed out"));     /* ... which never fired */
+  assert_true(r.seconds < 30);             /* before the others' timeout ... */
+  assert_null(strstr(r.out, "timed out")); /* ... which never fired */
   assert_non_null(strstr(r.out, "rank 1"));
   assert_non_null(strstr(r.out, "signal 9"));
 }
@@ -506,10 +513,8 @@ static int run_driver(void) {
   setenv("OMPI_MCA_plm_rsh_agent", "false", 0);
   setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_fault_hang),
-      cmocka_unit_test(test_fault_abort),
-      cmocka_unit_test(test_fault_kill),
-      cmocka_unit_test(test_fault_kill_with_recovery),
+      cmocka_unit_test(test_fault_hang), cmocka_unit_test(test_fault_abort),
+      cmocka_unit_test(test_fault_kill), cmocka_unit_test(test_fault_kill_with_recovery),
       cmocka_unit_test(test_singleton),
   };
   return cmocka_run_group_tests_name("comm_mpi faults and singleton", tests, NULL, NULL);

@@ -27,8 +27,8 @@ static void test_selfcheck(void **state) {
   if (s) fprintf(stderr, "%s\n", dl_last_error());
   assert_int_equal(s, DL_OK);
   printf("nccl native vs ordered: %lld of %lld floats differ, max abs %.3g, max rel %.3g, "
-         "max %lld ulp\n", (long long)d.ndiff, (long long)d.n, d.max_abs, d.max_rel,
-         (long long)d.max_ulp);
+         "max %lld ulp\n",
+         (long long)d.ndiff, (long long)d.n, d.max_abs, d.max_rel, (long long)d.max_ulp);
 }
 
 /* Refusals before any GPU is touched, then the no-GPU answer. */

@@ -50,7 +50,7 @@ static const double RTOL = 1e-5, ATOL = 1e-6;
 typedef struct verdict {
   int failures;
   char first[640];
-  double worst; /* largest |engine - torch| / allowed seen: the margin */
+  double worst;            /* largest |engine - torch| / allowed seen: the margin */
   double max_abs, max_rel; /* largest |engine - torch|, and relative where |torch| >= 1e-2 */
 } verdict;
 
@@ -72,8 +72,7 @@ static bool close_enough(verdict *v, const char *what, const float *got, const f
   double max_abs = 0.0;
   for (int64_t i = 0; i < n; i++) {
     double g = got[i], w = want[i], d = fabs(g - w), allowed = atol + rtol * fabs(w);
-    bool ok = isfinite(w) ? isfinite(g) && d <= allowed
-                          : (isnan(w) ? isnan(g) : g == w);
+    bool ok = isfinite(w) ? isfinite(g) && d <= allowed : (isnan(w) ? isnan(g) : g == w);
     if (isfinite(d) && d > max_abs) max_abs = d;
     if (isfinite(d) && d > v->max_abs) v->max_abs = d;
     if (isfinite(d) && fabs(w) >= 1e-2 && d / fabs(w) > v->max_rel) v->max_rel = d / fabs(w);
@@ -84,15 +83,15 @@ static bool close_enough(verdict *v, const char *what, const float *got, const f
     note(v, "%s: engine %.9g, torch %.9g, outside rtol %g atol %g", what, (double)got[0],
          (double)want[0], rtol, atol);
   else if (bad)
-    note(v, "%s: %lld of %lld values outside rtol %g atol %g; first at %lld: engine %.9g, "
-            "torch %.9g; max abs diff %.3g",
-         what, (long long)bad, (long long)n, rtol, atol, (long long)first,
-         (double)got[first], (double)want[first], max_abs);
+    note(v,
+         "%s: %lld of %lld values outside rtol %g atol %g; first at %lld: engine %.9g, "
+         "torch %.9g; max abs diff %.3g",
+         what, (long long)bad, (long long)n, rtol, atol, (long long)first, (double)got[first],
+         (double)want[first], max_abs);
   return bad == 0;
 }
 
-static bool same_shape(verdict *v, const char *what, const dl_tensor *got,
-                       const dl_tensor *want) {
+static bool same_shape(verdict *v, const char *what, const dl_tensor *got, const dl_tensor *want) {
   if (got->ndim == want->ndim && got->numel == want->numel &&
       memcmp(got->shape, want->shape, (size_t)got->ndim * sizeof got->shape[0]) == 0)
     return true;
@@ -115,8 +114,7 @@ static void compare(verdict *v, const char *what, const dl_tensor *got, const dl
     return;
   }
   if (got->dtype != DL_F32 || want->dtype != DL_F32) {
-    note(v, "%s: dtypes %s and %s", what, dl_dtype_name(got->dtype),
-         dl_dtype_name(want->dtype));
+    note(v, "%s: dtypes %s and %s", what, dl_dtype_name(got->dtype), dl_dtype_name(want->dtype));
     return;
   }
   close_enough(v, what, dl_f32(got), dl_f32(want), want->numel, RTOL, ATOL);
@@ -200,10 +198,8 @@ static void compare_state(verdict *v, dl_model *m, const char *path, const char 
     dl_buffer *b = dl_model_find_buffer(m, sd.names[i]);
     char label[256];
     snprintf(label, sizeof label, "%s %s", what, sd.names[i]);
-    if (!p && !b)
-      note(v, "%s: the engine model has no such entry", label);
-    else
-      compare(v, label, p ? &p->value : &b->value, &sd.tensors[i]);
+    if (!p && !b) note(v, "%s: the engine model has no such entry", label);
+    else compare(v, label, p ? &p->value : &b->value, &sd.tensors[i]);
   }
   dl_state_dict_free(&sd);
 }
@@ -215,10 +211,8 @@ static void compare_grads(verdict *v, dl_model *m, const char *path, const char 
     dl_param *p = dl_model_param(m, i);
     char label[256];
     snprintf(label, sizeof label, "grad of %s", p->name);
-    if (!p->has_grad)
-      note(v, "%s: the engine computed none", label);
-    else
-      compare(v, label, &p->grad, dl_state_dict_find(&sd, p->name));
+    if (!p->has_grad) note(v, "%s: the engine computed none", label);
+    else compare(v, label, &p->grad, dl_state_dict_find(&sd, p->name));
   }
   if (sd.n != dl_model_num_params(m))
     note(v, "%s: torch has %d gradients, the engine %d params", group, sd.n,
@@ -466,8 +460,8 @@ static void losses_match_pytorch(void **state) {
   read_group(LAYERS, "/mse", &ref);
   dl_tensor dpred = {0}, loss_t = {0};
   float loss;
-  assert_int_equal(dl_mse(DL_REDUCTION_MEAN, 1.0f, need(&ref, "x"), need(&ref, "target"),
-                          &loss, NULL, &dpred),
+  assert_int_equal(dl_mse(DL_REDUCTION_MEAN, 1.0f, need(&ref, "x"), need(&ref, "target"), &loss,
+                          NULL, &dpred),
                    DL_OK);
   assert_int_equal(dl_tensor_alloc(&loss_t, DL_F32, 0, NULL, "loss"), DL_OK);
   dl_f32(&loss_t)[0] = loss;
@@ -548,8 +542,8 @@ static void scalar_at(verdict *v, const char *what, int64_t step, float got,
 
 /* One optimizer step of the trace, as the script's loop: zero_grad,
  * forward, cross-entropy, backward, clip, step. */
-static void train_step(verdict *v, dl_model *m, dl_optim *o, const dl_state_dict *ref,
-                       int64_t step, int64_t batch, uint64_t seed, float max_norm) {
+static void train_step(verdict *v, dl_model *m, dl_optim *o, const dl_state_dict *ref, int64_t step,
+                       int64_t batch, uint64_t seed, float max_norm) {
   dl_tensor xb = {0}, yb = {0}, dlogits = {0};
   rows_of(need(ref, "x"), &xb, step * batch, batch);
   to_i32(need(ref, "y"), &yb, step * batch, batch);
@@ -621,8 +615,7 @@ static verdict run_trace(const trace_case *c, bool perturb) {
   double scale = 1.0;
   for (int64_t i = 0; i < want->numel; i++) scale = fmax(scale, fabs(dl_f32(want)[i]));
   if (same_shape(&v, "eval logits", logits, want))
-    close_enough(&v, "eval logits", dl_f32(logits), dl_f32(want), want->numel, RTOL,
-                 ATOL * scale);
+    close_enough(&v, "eval logits", dl_f32(logits), dl_f32(want), want->numel, RTOL, ATOL * scale);
   dl_model_release(m);
   dl_optim_destroy(o);
   dl_model_destroy(m);

@@ -15,8 +15,7 @@
 #include "sgemm.h"
 #include "threads.h"
 
-static dl_layer_desc conv_desc(int64_t in, int64_t out, int k, int stride, int pad,
-                               bool bias) {
+static dl_layer_desc conv_desc(int64_t in, int64_t out, int k, int stride, int pad, bool bias) {
   dl_layer_desc d = dl_layer_default(DL_CONV2D);
   d.in = in;
   d.out = out;
@@ -34,9 +33,8 @@ typedef struct conv_case {
 } conv_case;
 
 static const conv_case cases[] = {
-    {2, 2, 5, 5, 3, 3, 1, 1, true},  {2, 2, 5, 5, 3, 3, 2, 0, false},
-    {1, 3, 4, 6, 2, 2, 2, 1, true},  {2, 1, 4, 4, 2, 1, 1, 0, true},
-    {1, 2, 7, 5, 2, 3, 3, 2, false}, {1, 1, 3, 3, 1, 3, 1, 0, true},
+    {2, 2, 5, 5, 3, 3, 1, 1, true}, {2, 2, 5, 5, 3, 3, 2, 0, false}, {1, 3, 4, 6, 2, 2, 2, 1, true},
+    {2, 1, 4, 4, 2, 1, 1, 0, true}, {1, 2, 7, 5, 2, 3, 3, 2, false}, {1, 1, 3, 3, 1, 3, 1, 0, true},
 };
 
 static void gradients_match_finite_differences(void **state) {
@@ -128,8 +126,8 @@ static void autocast_forward_equals_rounded_direct_convolution(void **state) {
 }
 
 /* Patch value col_n[r][p] of the documented im2col: 0 in the padding. */
-static float patch_value(const conv_case *c, const float *x, int64_t n, int64_t r,
-                         int64_t oh, int64_t ow) {
+static float patch_value(const conv_case *c, const float *x, int64_t n, int64_t r, int64_t oh,
+                         int64_t ow) {
   const int64_t ch = r / (c->k * c->k), ki = r / c->k % c->k, kj = r % c->k;
   const int64_t ih = oh * c->stride - c->pad + ki, iw = ow * c->stride - c->pad + kj;
   if (ih < 0 || ih >= c->h || iw < 0 || iw >= c->w) return 0.0f;
@@ -140,8 +138,8 @@ static float patch_value(const conv_case *c, const float *x, int64_t n, int64_t 
  * out plainly: dW[o][r] one fmaf chain over samples then pixels (padding
  * zeros included), db the same with adds, dx the patch rows of
  * dcol = W^T dy added in row order. */
-static void direct_backward(const conv_case *c, const float *x, const float *w,
-                            const float *dy, float *dx, float *dw, float *db) {
+static void direct_backward(const conv_case *c, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db) {
   const int64_t oh_n = (c->h + 2 * c->pad - c->k) / c->stride + 1;
   const int64_t ow_n = (c->w + 2 * c->pad - c->k) / c->stride + 1;
   const int64_t rows = c->c * c->k * c->k, pixels = oh_n * ow_n;
@@ -151,8 +149,8 @@ static void direct_backward(const conv_case *c, const float *x, const float *w,
       float acc = 0.0f;
       for (int64_t n = 0; n < c->n; n++)
         for (int64_t q = 0; q < pixels; q++)
-          acc = fmaf(dy[(n * c->o + o) * pixels + q],
-                     patch_value(c, x, n, r, q / ow_n, q % ow_n), acc);
+          acc = fmaf(dy[(n * c->o + o) * pixels + q], patch_value(c, x, n, r, q / ow_n, q % ow_n),
+                     acc);
       dw[o * rows + r] = acc;
     }
     for (int64_t n = 0; n < c->n; n++)
@@ -206,11 +204,10 @@ static void backward_equals_direct_sums_bitwise(void **state) {
         float *want_dx = test_malloc((size_t)dx.numel * sizeof(float));
         float *want_dw = test_malloc((size_t)l.params[0].grad.numel * sizeof(float));
         float want_db[16];
-        direct_backward(c, dl_f32(&x), dl_f32(&l.params[0].value), dl_f32(&dy), want_dx,
-                        want_dw, want_db);
+        direct_backward(c, dl_f32(&x), dl_f32(&l.params[0].value), dl_f32(&dy), want_dx, want_dw,
+                        want_db);
         assert_memory_equal(want_dx, dl_f32(&dx), dl_tensor_bytes(&dx));
-        assert_memory_equal(want_dw, dl_f32(&l.params[0].grad),
-                            dl_tensor_bytes(&l.params[0].grad));
+        assert_memory_equal(want_dw, dl_f32(&l.params[0].grad), dl_tensor_bytes(&l.params[0].grad));
         if (c->bias)
           assert_memory_equal(want_db, dl_f32(&l.params[1].grad), (size_t)c->o * sizeof(float));
         test_free(want_dx);

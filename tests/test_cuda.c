@@ -244,8 +244,8 @@ static dl_status set_device(int d) {
 
 static dl_status gemm_without_handle(void) {
   float one = 1.0f;
-  DL_CUBLAS_TRY(cublasSgemm(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, &one, 1, &one, 1,
-                            &one, &one, 1));
+  DL_CUBLAS_TRY(
+      cublasSgemm(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, &one, 1, &one, 1, &one, &one, 1));
   return DL_OK;
 }
 
@@ -266,8 +266,7 @@ static void test_failure_messages(void **state) {
   assert_true(contains(dl_last_error(), "g.c:7: cublasCreate(&h) failed: "));
   assert_true(contains(dl_last_error(), "(3)"));
   assert_int_equal(dl_cublas_fail(CUBLAS_STATUS_INVALID_VALUE, "g.c", 7, "x"), DL_ERR_INVALID);
-  assert_int_equal(dl_cublas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "g.c", 7, "x"),
-                   DL_ERR_UNSUPPORTED);
+  assert_int_equal(dl_cublas_fail(CUBLAS_STATUS_NOT_SUPPORTED, "g.c", 7, "x"), DL_ERR_UNSUPPORTED);
   assert_int_equal(dl_cublas_fail(CUBLAS_STATUS_EXECUTION_FAILED, "g.c", 7, "x"), DL_ERR_IO);
 
   int n = 0;
@@ -361,7 +360,10 @@ static void cpu_dropout_mask(int64_t rows, int64_t features, float p, float *mas
   }
   dl_tensor x = {0}, y = {0};
   ok(dl_tensor_f32(&x, 2, rows, features, 0, 0, "x"));
-  dl_ctx ctx = {.grad_enabled = true, .autocast = DL_F32, .seed = DROP_SEED, .step = DROP_STEP,
+  dl_ctx ctx = {.grad_enabled = true,
+                .autocast = DL_F32,
+                .seed = DROP_SEED,
+                .step = DROP_STEP,
                 .sample_ids = ids};
   ok(l.ops->forward(&l, &ctx, &x, &y));
   memcpy(mask, l.saved[0].data, (size_t)(rows * features) * sizeof *mask);
@@ -460,11 +462,11 @@ static void test_bad_arguments(void **state) {
   assert_int_equal(dl_cuda_sgemm(NULL, false, false, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2),
                    DL_ERR_INVALID);
   assert_true(contains(dl_last_error(), "no CUDA context"));
-  assert_int_equal(dl_cuda_gemm_half(NULL, DL_F32, false, false, 2, 2, 2, x, 2, x, 2, 0.0f,
-                                     x, 2), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_gemm_half(NULL, DL_F32, false, false, 2, 2, 2, x, 2, x, 2, 0.0f, x, 2),
+                   DL_ERR_INVALID);
   assert_true(contains(dl_last_error(), "float16 or bfloat16, not float32"));
-  assert_int_equal(dl_cuda_gemm_half(NULL, DL_BF16, false, false, 2, 2, 2, x, 1, x, 2, 0.0f,
-                                     x, 2), DL_ERR_INVALID);
+  assert_int_equal(dl_cuda_gemm_half(NULL, DL_BF16, false, false, 2, 2, 2, x, 1, x, 2, 0.0f, x, 2),
+                   DL_ERR_INVALID);
 
   void *p = &ctx;
   assert_int_equal(dl_cuda_alloc(NULL, 16, "act", NULL), DL_ERR_INVALID);
@@ -769,7 +771,7 @@ static void optim_kernel_case(dl_cuda *ctx, const dl_optim_desc *d) {
     const char *name;
     dl_tensor *t;
     ok(dl_optim_state(o, i, &name, &t));
-    float *dev = contains(name, "exp_avg_sq") ? db1
+    float *dev = contains(name, "exp_avg_sq")                                     ? db1
                  : contains(name, "momentum_buffer") || contains(name, "exp_avg") ? db0
                                                                                   : NULL;
     if (!dev) continue; /* the step count */
@@ -796,8 +798,8 @@ static void test_optim_kernel(void **state) {
 static void test_sum_kernel(void **state) {
   (void)state;
   dl_cuda *ctx = gpu_or_skip(DL_CUDA_MATH_FP32);
-  static const int64_t sizes[] = {0, 1, 255, 4096, 4097, 100003, (1 << 20) + 5,
-                                  (int64_t)DL_CUDA_SUM_SLICE * 300 + 1};
+  static const int64_t sizes[] = {
+      0, 1, 255, 4096, 4097, 100003, (1 << 20) + 5, (int64_t)DL_CUDA_SUM_SLICE * 300 + 1};
   void *dout = NULL;
   ok(dl_cuda_alloc(ctx, sizeof(float), "sum", &dout));
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {

@@ -161,21 +161,20 @@ static dl_status try_cudnn(cudnnStatus_t st) {
 static void test_cudnn_failure_messages(void **state) {
   (void)state;
 #ifdef DL_CUDA_HAVE_CUDNN
-  assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_BAD_PARAM, "c.c", 5, "cudnnX(h, d)"),
-                   DL_ERR_INVALID);
+  assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_BAD_PARAM, "c.c", 5, "cudnnX(h, d)"), DL_ERR_INVALID);
   assert_true(contains(dl_last_error(), "c.c:5: cudnnX(h, d) failed: "));
   assert_true(contains(dl_last_error(), "(2000)"));
   printf("%s\n", dl_last_error());
   assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_BAD_PARAM_NULL_POINTER, "c.c", 5, "x"),
                    DL_ERR_INVALID);
-  assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED, "c.c", 5, "x"),
-                   DL_ERR_UNSUPPORTED);
+  assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED, "c.c", 5, "x"), DL_ERR_UNSUPPORTED);
   assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_NOT_SUPPORTED_SHAPE, "c.c", 5, "x"),
                    DL_ERR_UNSUPPORTED);
-  assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "c.c", 5,
-                                 "x"), DL_ERR_NOMEM);
-  assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, "c.c",
-                                 5, "x"), DL_ERR_NOMEM);
+  assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "c.c", 5, "x"),
+                   DL_ERR_NOMEM);
+  assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, "c.c", 5,
+                                 "x"),
+                   DL_ERR_NOMEM);
   assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_EXECUTION_FAILED, "c.c", 5, "x"), DL_ERR_IO);
   assert_int_equal(dl_cudnn_fail(CUDNN_STATUS_NOT_INITIALIZED, "c.c", 5, "x"), DL_ERR_IO);
   assert_int_equal(try_cudnn(CUDNN_STATUS_SUCCESS), DL_OK);
@@ -235,8 +234,8 @@ static void test_sgemm_edges(void **state) {
           /* |a|, |b| < 1: sum|a||b| < K, plus |C| when accumulating */
           const double mag = (double)K + (beta ? fabs(before[i]) : 0.0);
           if (fabs((double)C[i] - want[i]) > 4.0 * (K + 1) * 0x1p-24 * mag)
-            fail_msg("ta %d tb %d beta %d: C[%lld] = %.9g, CPU %.9g", ta, tb, beta,
-                     (long long)i, C[i], want[i]);
+            fail_msg("ta %d tb %d beta %d: C[%lld] = %.9g, CPU %.9g", ta, tb, beta, (long long)i,
+                     C[i], want[i]);
         }
       }
   /* Refusals name the call. */
@@ -280,8 +279,8 @@ static void tensor_abs(dl_tensor *t) {
 /* Forward, then `backwards` backward passes (gradients accumulate), of a
  * layer built from d with seed 1234; with `absolute`, its parameters are
  * replaced by their absolute values (the magnitude pass). */
-static void run_pass(const dl_layer_desc *d, const dl_backend *b, bool absolute,
-                     const dl_tensor *x, const dl_tensor *dy, int backwards, pass *out) {
+static void run_pass(const dl_layer_desc *d, const dl_backend *b, bool absolute, const dl_tensor *x,
+                     const dl_tensor *dy, int backwards, pass *out) {
   memset(out, 0, sizeof *out);
   dl_layer l;
   ok(dl_layer_init(&l, d, "", 0, 1234));
@@ -295,10 +294,8 @@ static void run_pass(const dl_layer_desc *d, const dl_backend *b, bool absolute,
   for (int i = 0; i < backwards; i++) {
     dl_tensor dx = {0};
     ok(l.ops->backward(&l, &ctx, x, &out->y, dy, &dx));
-    if (i == 0)
-      out->dx = dx;
-    else
-      dl_tensor_free(&dx);
+    if (i == 0) out->dx = dx;
+    else dl_tensor_free(&dx);
   }
   ok(dl_tensor_clone(&out->gw, &l.params[0].grad, "weight grad"));
   if (l.nparams > 1) ok(dl_tensor_clone(&out->gb, &l.params[1].grad, "bias grad"));
@@ -319,17 +316,15 @@ static double check_close(const char *what, const dl_tensor *got, const dl_tenso
   for (int64_t i = 0; i < got->numel; i++) {
     const double d = fabs((double)g[i] - w[i]);
     if (!isfinite(g[i]) || d > scale * m[i] + 1e-5 * max_mag)
-      fail_msg("%s[%lld]: GPU %.9g, CPU %.9g, |diff| %.3g > %.3g (magnitude %.6g, K %lld)",
-               what, (long long)i, g[i], w[i], d, scale * m[i] + 1e-5 * max_mag, m[i],
-               (long long)K);
+      fail_msg("%s[%lld]: GPU %.9g, CPU %.9g, |diff| %.3g > %.3g (magnitude %.6g, K %lld)", what,
+               (long long)i, g[i], w[i], d, scale * m[i] + 1e-5 * max_mag, m[i], (long long)K);
     worst = fmax(worst, d / (unit * fmax(m[i], 1e-30)));
   }
   return worst;
 }
 
 static bool same_bits(const dl_tensor *a, const dl_tensor *b) {
-  return a->numel == b->numel &&
-         memcmp(a->data, b->data, (size_t)a->numel * sizeof(float)) == 0;
+  return a->numel == b->numel && memcmp(a->data, b->data, (size_t)a->numel * sizeof(float)) == 0;
 }
 
 /* Sum lengths of y, dx and dW for the layer. */
@@ -347,8 +342,7 @@ typedef struct layer_case {
 
 /* Runs the case on the CPU, on b, and the magnitude pass; checks, and
  * returns the worst ratios (see check_close) in *worst if given. */
-static void compare_case(const layer_case *c, const dl_backend *b, double rtol,
-                         double *worst) {
+static void compare_case(const layer_case *c, const dl_backend *b, double rtol, double *worst) {
   dl_tensor x = {0}, dy = {0}, xa = {0}, dya = {0};
   ok(dl_tensor_alloc(&x, DL_F32, c->ndim, c->xshape, "x"));
   fill(dl_f32(&x), x.numel, 21);
@@ -385,8 +379,8 @@ static void compare_case(const layer_case *c, const dl_backend *b, double rtol,
   w[3] = 0.0;
   if (c->d.bias) /* db is summed on the CPU on both paths: bitwise */
     assert_true(same_bits(&gpu.gb, &cpu.gb));
-  printf("%-28s worst |gpu-cpu| / (K 2^-24 sum|a||b|): y %.3g, dx %.3g, dW %.3g\n", c->name,
-         w[0], w[1], w[2]);
+  printf("%-28s worst |gpu-cpu| / (K 2^-24 sum|a||b|): y %.3g, dx %.3g, dW %.3g\n", c->name, w[0],
+         w[1], w[2]);
   if (worst) memcpy(worst, w, sizeof w);
   pass_free(&cpu);
   pass_free(&gpu);
@@ -425,8 +419,8 @@ static const conv_spec conv_specs[] = {
 /* The case of spec s; its name is written into name[len]. */
 static layer_case conv_case(const conv_spec *s, char *name, size_t len) {
   layer_case c = {.ndim = 4, .xshape = {s->n, s->c, s->h, s->w}};
-  snprintf(name, len, "conv [%lld,%lld,%lld,%lld] k%d s%d p%d", (long long)s->n,
-           (long long)s->c, (long long)s->h, (long long)s->w, s->k, s->stride, s->pad);
+  snprintf(name, len, "conv [%lld,%lld,%lld,%lld] k%d s%d p%d", (long long)s->n, (long long)s->c,
+           (long long)s->h, (long long)s->w, s->k, s->stride, s->pad);
   c.name = name;
   c.d = dl_layer_default(DL_CONV2D);
   c.d.in = s->c;
@@ -671,8 +665,12 @@ static void test_dropout_bitwise(void **state) {
   for (int k = 0; k < 2; k++) {
     dl_layer l;
     ok(dl_layer_init(&l, &d, "3.", 5, 11));
-    dl_ctx ctx = {.grad_enabled = true, .autocast = DL_F32, .seed = 11, .step = 2,
-                  .sample_ids = ids, .backend = k ? b : NULL};
+    dl_ctx ctx = {.grad_enabled = true,
+                  .autocast = DL_F32,
+                  .seed = 11,
+                  .step = 2,
+                  .sample_ids = ids,
+                  .backend = k ? b : NULL};
     ok(l.ops->forward(&l, &ctx, &x, &y[k]));
     ok(dl_tensor_clone(&mask[k], &l.saved[0], "mask"));
     dl_layer_destroy(&l);
@@ -692,8 +690,16 @@ static void test_conv_refusals(void **state) {
     float x[2 * 3 * 8 * 8], w[4 * 3 * 3 * 3], y[2 * 4 * 8 * 8];
     fill(x, 2 * 3 * 8 * 8, 41);
     fill(w, 4 * 3 * 3 * 3, 42);
-    dl_conv2d_shape g = {.n = 2, .c = 3, .h = 8, .w = 8, .o = 4, .k = 3, .stride = 1,
-                         .pad = 1, .oh = 7, .ow = 8}; /* oh should be 8 */
+    dl_conv2d_shape g = {.n = 2,
+                         .c = 3,
+                         .h = 8,
+                         .w = 8,
+                         .o = 4,
+                         .k = 3,
+                         .stride = 1,
+                         .pad = 1,
+                         .oh = 7,
+                         .ow = 8}; /* oh should be 8 */
     assert_int_equal(b->conv2d_forward(b->impl, &g, x, w, y), DL_ERR_INVALID);
     printf("%s\n", dl_last_error());
     assert_true(contains(dl_last_error(), "conv2d forward [2,3,8,8] k3 s1 p1"));

@@ -41,7 +41,7 @@ static void expect_error(dl_status got, dl_status want, const char *text) {
 typedef struct fixture_facts {
   const char *file, *group;
   int64_t n, h, w;
-  double sum;          /* sum of x as h5py reads it (see below) */
+  double sum; /* sum of x as h5py reads it (see below) */
   int32_t first_labels[8];
 } fixture_facts;
 
@@ -136,14 +136,13 @@ static void flip_chunk_bytes(const char *path, const char *dset) {
  * header first. */
 static void an_extent_beyond_its_maximum_is_refused(void **state) {
   (void)state;
-  const char *path =
-      DL_SOURCE_DIR "/tests/fuzz/pending/fixture/extent-beyond-maximum-hdf5-runaway.h5";
+  const char *path = DL_SOURCE_DIR
+      "/tests/fuzz/pending/fixture/extent-beyond-maximum-hdf5-runaway.h5";
   FILE *f = fopen(path, "rb");
   if (!f) skip();
   fclose(f);
   dl_dataset ds = {0};
-  expect_error(dl_dataset_load_h5(&ds, path, "train"), DL_ERR_FORMAT,
-               "extent beyond its maximum");
+  expect_error(dl_dataset_load_h5(&ds, path, "train"), DL_ERR_FORMAT, "extent beyond its maximum");
 }
 
 static void unreadable_files_give_clear_errors(void **state) {
@@ -186,7 +185,7 @@ static void unreadable_files_give_clear_errors(void **state) {
 /* What a test file holds; a dataset with a NULL name is left out. */
 typedef struct h5_dset {
   const char *name;
-  hid_t type;        /* file and memory type */
+  hid_t type; /* file and memory type */
   int rank;
   hsize_t dims[4];
   const void *data;
@@ -249,18 +248,18 @@ static void malformed_files_give_clear_errors(void **state) {
   expect_file((h5_dset[]){x, {"y", H5T_NATIVE_INT64, 1, {4}, y_i64}}, 2, 3, DL_OK, "");
   expect_file((h5_dset[]){x}, 1, 3, DL_ERR_FORMAT, "no dataset /train/y");
   expect_file((h5_dset[]){x, y}, 2, 0, DL_ERR_FORMAT, "no integer attribute n_classes");
-  expect_file((h5_dset[]){{"x", H5T_NATIVE_DOUBLE, 2, {4, 3}, x_f64}, y}, 2, 3,
-              DL_ERR_FORMAT, "dataset /train/x has type float64; expected float32");
-  expect_file((h5_dset[]){x, {"y", H5T_NATIVE_FLOAT, 1, {4}, y_float}}, 2, 3,
-              DL_ERR_FORMAT, "dataset /train/y has type float32; expected an integer");
-  expect_file((h5_dset[]){{"x", H5T_NATIVE_FLOAT, 1, {12}, x_f32}, y}, 2, 3,
-              DL_ERR_FORMAT, "dataset /train/x is [12] float32; expected float32 [N, ...]");
-  expect_file((h5_dset[]){{"x", H5T_NATIVE_FLOAT, 2, {3, 4}, x_f32}, y}, 2, 3,
-              DL_ERR_FORMAT, "/train/y is [4] int32 but /train/x is [3, 4] float32");
-  expect_file((h5_dset[]){x, {"y", H5T_NATIVE_INT32, 2, {2, 2}, y_ok}}, 2, 3,
-              DL_ERR_FORMAT, "expected y [N] with the same N");
-  expect_file((h5_dset[]){x, {"y", H5T_NATIVE_INT32, 1, {4}, y_bad}}, 2, 3,
-              DL_ERR_INVALID, "/train/y: label 3 of sample 2 is outside [0, 3)");
+  expect_file((h5_dset[]){{"x", H5T_NATIVE_DOUBLE, 2, {4, 3}, x_f64}, y}, 2, 3, DL_ERR_FORMAT,
+              "dataset /train/x has type float64; expected float32");
+  expect_file((h5_dset[]){x, {"y", H5T_NATIVE_FLOAT, 1, {4}, y_float}}, 2, 3, DL_ERR_FORMAT,
+              "dataset /train/y has type float32; expected an integer");
+  expect_file((h5_dset[]){{"x", H5T_NATIVE_FLOAT, 1, {12}, x_f32}, y}, 2, 3, DL_ERR_FORMAT,
+              "dataset /train/x is [12] float32; expected float32 [N, ...]");
+  expect_file((h5_dset[]){{"x", H5T_NATIVE_FLOAT, 2, {3, 4}, x_f32}, y}, 2, 3, DL_ERR_FORMAT,
+              "/train/y is [4] int32 but /train/x is [3, 4] float32");
+  expect_file((h5_dset[]){x, {"y", H5T_NATIVE_INT32, 2, {2, 2}, y_ok}}, 2, 3, DL_ERR_FORMAT,
+              "expected y [N] with the same N");
+  expect_file((h5_dset[]){x, {"y", H5T_NATIVE_INT32, 1, {4}, y_bad}}, 2, 3, DL_ERR_INVALID,
+              "/train/y: label 3 of sample 2 is outside [0, 3)");
   expect_file((h5_dset[]){x, y}, 2, 2, DL_ERR_INVALID, "label 2 of sample 1");
   assert_int_equal(dl_mem_current(), before);
 }
@@ -285,10 +284,10 @@ static void token_files_load_with_lengths(void **state) {
   remove(path);
   expect_file((h5_dset[]){x, y, {"lengths", H5T_NATIVE_INT32, 1, {2}, len_bad}}, 3, 4,
               DL_ERR_INVALID, "/train/lengths: length 5 of sample 1 is outside [0, 4]");
-  expect_file((h5_dset[]){x, y, {"lengths", H5T_NATIVE_INT32, 1, {3}, len3}}, 3, 4,
-              DL_ERR_FORMAT, "/train/lengths is [3] int32; expected [2]");
-  expect_file((h5_dset[]){{"x", H5T_NATIVE_INT32, 1, {8}, tok}, y}, 2, 4,
-              DL_ERR_FORMAT, "expected int32 tokens [N, T]");
+  expect_file((h5_dset[]){x, y, {"lengths", H5T_NATIVE_INT32, 1, {3}, len3}}, 3, 4, DL_ERR_FORMAT,
+              "/train/lengths is [3] int32; expected [2]");
+  expect_file((h5_dset[]){{"x", H5T_NATIVE_INT32, 1, {8}, tok}, y}, 2, 4, DL_ERR_FORMAT,
+              "expected int32 tokens [N, T]");
   /* -100 is a class label only where targets are per token */
   expect_file((h5_dset[]){{"x", H5T_NATIVE_INT32, 2, {4, 2}, tok},
                           {"y", H5T_NATIVE_INT32, 1, {4}, (const int32_t[]){1, -100, 0, 0}}},
@@ -436,7 +435,8 @@ static void gather_copies_rows_and_ids(void **state) {
   expect_error(dl_dataset_gather(&ds, (const int64_t[]){1, 360}, 2, &b), DL_ERR_INVALID,
                "index 360 (row 1) is outside [0, 360)");
   assert_int_equal(b.n, 2); /* unchanged on failure */
-  expect_error(dl_dataset_gather(&ds, idx, 5, &b), DL_ERR_INVALID, "5 rows for a batch of capacity 4");
+  expect_error(dl_dataset_gather(&ds, idx, 5, &b), DL_ERR_INVALID,
+               "5 rows for a batch of capacity 4");
   dl_dataset seq = {0};
   assert_int_equal(dl_dataset_sequences(&seq, 10, 5, 1, 4, 0, 1), DL_OK);
   expect_error(dl_dataset_gather(&seq, idx + 1, 2, &b), DL_ERR_INVALID, "cannot hold rows");

@@ -85,8 +85,7 @@ static void mask_changes_with_step_layer_and_seed(void **state) {
   forward(&l0, &next_step, &x, &y[1]);
   forward(&l1, &base, &x, &y[2]);
   forward(&l0, &other_seed, &x, &y[3]);
-  for (int i = 1; i < 4; i++)
-    assert_memory_not_equal(y[0].data, y[i].data, dl_tensor_bytes(&x));
+  for (int i = 1; i < 4; i++) assert_memory_not_equal(y[0].data, y[i].data, dl_tensor_bytes(&x));
   for (int i = 0; i < 4; i++) dl_tensor_free(&y[i]);
   dl_tensor_free(&x);
   dl_layer_destroy(&l0);

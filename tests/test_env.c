@@ -58,11 +58,25 @@ static void json_has_every_key_in_order(void **state) {
   dlc_env_fingerprint(&e);
   char *json = json_of(&e);
   /* the keys goldens already hold: renaming one breaks every comparison */
-  static const char *const keys[] = {
-      "dlcheck_version", "cpu_model", "cpu_flags", "logical_cores", "os", "os_release",
-      "glibc", "compiler", "build_flags", "optimized", "hdf5", "cuda_driver", "cuda_devices",
-      "cuda_runtime", "cublas", "cudnn", "nccl", "nvidia_tf32_override",
-      "cublas_workspace_config"};
+  static const char *const keys[] = {"dlcheck_version",
+                                     "cpu_model",
+                                     "cpu_flags",
+                                     "logical_cores",
+                                     "os",
+                                     "os_release",
+                                     "glibc",
+                                     "compiler",
+                                     "build_flags",
+                                     "optimized",
+                                     "hdf5",
+                                     "cuda_driver",
+                                     "cuda_devices",
+                                     "cuda_runtime",
+                                     "cublas",
+                                     "cudnn",
+                                     "nccl",
+                                     "nvidia_tf32_override",
+                                     "cublas_workspace_config"};
   assert_int_equal(count_keys(), 19);
   for (int k = 0; k < 19; k++) assert_string_equal(dlc_env_keys[k], keys[k]);
   const char *last = json;
@@ -99,7 +113,8 @@ static void json_reads_in_python(void **state) {
   char cmd[512 + sizeof path], out[2048], want[2048];
   snprintf(cmd, sizeof cmd,
            DL_PYTHON " -c 'import json, sys; d = json.load(open(sys.argv[1])); "
-           "print(\",\".join(d)); print(d[\"cpu_model\"].encode().hex())' %s", path);
+                     "print(\",\".join(d)); print(d[\"cpu_model\"].encode().hex())' %s",
+           path);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
   size_t n = fread(out, 1, sizeof out - 1, p);
@@ -282,8 +297,7 @@ static void escapes_round_trip(void **state) {
   assert_json_value(json, "build_flags", awkward);
   free(json);
   /* escapes dlc_env_to_json does not write are read too */
-  assert_json_value("{\"k\": \"\\/\\b\\f\\n\\u00e9\\u4e2d\"}", "k",
-                    "/\b\f\n\xc3\xa9\xe4\xb8\xad");
+  assert_json_value("{\"k\": \"\\/\\b\\f\\n\\u00e9\\u4e2d\"}", "k", "/\b\f\n\xc3\xa9\xe4\xb8\xad");
 }
 
 static void buffers_too_small_are_refused(void **state) {
@@ -315,11 +329,23 @@ static void buffers_too_small_are_refused(void **state) {
 
 static void malformed_json_is_a_format_error(void **state) {
   (void)state;
-  static const char *const bad[] = {
-      "", "{", "[]", "{\"a\": 1}", "{\"a\": \"b\",}", "{\"a\" \"b\"}", "{\"a\": \"b\"} x",
-      "{\"a\": \"\\x\"}", "{\"a\": \"\\u12\"}", "{\"a\": \"\\ud800\"}", "{\"a\": \"\\u0000\"}",
-      "{\"a\": \"line\nbreak\"}", "{\"a\": \"open}", "{a: \"b\"}", "{\"a\": \"b\"", "{\"a\"",
-      "{\"a\": \"b\\"};
+  static const char *const bad[] = {"",
+                                    "{",
+                                    "[]",
+                                    "{\"a\": 1}",
+                                    "{\"a\": \"b\",}",
+                                    "{\"a\" \"b\"}",
+                                    "{\"a\": \"b\"} x",
+                                    "{\"a\": \"\\x\"}",
+                                    "{\"a\": \"\\u12\"}",
+                                    "{\"a\": \"\\ud800\"}",
+                                    "{\"a\": \"\\u0000\"}",
+                                    "{\"a\": \"line\nbreak\"}",
+                                    "{\"a\": \"open}",
+                                    "{a: \"b\"}",
+                                    "{\"a\": \"b\"",
+                                    "{\"a\"",
+                                    "{\"a\": \"b\\"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char v[16];
     bool found = true;
@@ -376,7 +402,8 @@ static void diff_lists_what_differs(void **state) {
   assert_int_equal(n, 7);
   free(jb);
   /* keys only one side has; a repeated key counts once */
-  text = diff_text("{\"x\": \"1\", \"y\": \"2\", \"y\": \"3\"}", "{\"y\": \"2\", \"z\": \"4\"}", &s, &n);
+  text = diff_text("{\"x\": \"1\", \"y\": \"2\", \"y\": \"3\"}", "{\"y\": \"2\", \"z\": \"4\"}", &s,
+                   &n);
   assert_int_equal(s, DL_OK);
   assert_int_equal(n, 2);
   assert_non_null(strstr(text, "1  ->  (absent)"));

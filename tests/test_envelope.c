@@ -75,8 +75,8 @@ static int setup(void **state) {
              loss->v[loss->n - 1][DLC_ENV_MEAN]);
   for (int k = 0; k < env.nfinals; k++)
     if (strncmp(env.finals[k].name, "param/", 6) == 0)
-      printf("  %-18s spread %.3g, %.0f ulp\n", env.finals[k].name,
-             env.finals[k].v[DLC_FIN_SPREAD], env.finals[k].v[DLC_FIN_MAX_ULP]);
+      printf("  %-18s spread %.3g, %.0f ulp\n", env.finals[k].name, env.finals[k].v[DLC_FIN_SPREAD],
+             env.finals[k].v[DLC_FIN_MAX_ULP]);
   return 0;
 }
 
@@ -92,8 +92,8 @@ static dlc_verdict judge(const char *what, dlc_trace *t) {
   dlc_verdict v;
   dlc_verdict_init(&v, "golden", "", "");
   assert_int_equal(dlc_envelope_check(&env, &repeats[0], t, &v), DL_OK);
-  printf("%-34s %s: distance %.3g (first outside: %s step %lld)\n", what,
-         dlc_verdict_name(v.kind), v.value, v.tensor[0] ? v.tensor : "-", (long long)v.step);
+  printf("%-34s %s: distance %.3g (first outside: %s step %lld)\n", what, dlc_verdict_name(v.kind),
+         v.value, v.tensor[0] ? v.tensor : "-", (long long)v.step);
   dlc_trace_free(t);
   return v;
 }
@@ -119,7 +119,8 @@ static void perturbation_repeats_exactly(void **state) {
   dlc_run_config c = cpu_run();
   dlc_trace t;
   run(&c, 3, NULL, &t);
-  const dl_tensor *a = dlc_trace_final(&t, "param/7.weight"), *b = dlc_trace_final(&repeats[3], "param/7.weight");
+  const dl_tensor *a = dlc_trace_final(&t, "param/7.weight"),
+                  *b = dlc_trace_final(&repeats[3], "param/7.weight");
   assert_non_null(a);
   assert_non_null(b);
   assert_memory_equal(a->data, b->data, dl_tensor_bytes(a));
@@ -188,7 +189,8 @@ static void envelope_survives_the_file(void **state) {
   assert_int_equal(e2.nseries, env.nseries);
   assert_int_equal(e2.nfinals, env.nfinals);
   for (int k = 0; k < env.nseries; k++)
-    assert_memory_equal(e2.series[k].v, env.series[k].v, (size_t)env.series[k].n * sizeof *env.series[k].v);
+    assert_memory_equal(e2.series[k].v, env.series[k].v,
+                        (size_t)env.series[k].n * sizeof *env.series[k].v);
   for (int k = 0; k < env.nfinals; k++)
     assert_memory_equal(e2.finals[k].v, env.finals[k].v, sizeof env.finals[k].v);
   dlc_envelope_free(&e2);
@@ -224,7 +226,8 @@ static void allreduce_order_covered(void **state) {
   c.data.batch = 24;
   c.steps = 12;
   dlc_trace reps[REPEATS], t, same;
-  for (int k = 0; k < REPEATS; k++) run_as(ddp, &c, (dlc_run_options){.perturb_seed = (uint64_t)k}, &reps[k]);
+  for (int k = 0; k < REPEATS; k++)
+    run_as(ddp, &c, (dlc_run_options){.perturb_seed = (uint64_t)k}, &reps[k]);
   dlc_envelope e;
   if (dlc_envelope_build(reps, REPEATS, DLC_ENVELOPE_WIDEN_DEFAULT, "ddp", &e))
     fail_msg("%s", dl_last_error());
@@ -239,11 +242,11 @@ static void allreduce_order_covered(void **state) {
     dlc_verdict_init(&v, "golden", "", "");
     assert_int_equal(dlc_envelope_check(&e, &reps[0], &t, &v), DL_OK);
     printf("allreduce order seed %llu (%s) alone (4 ranks)  %s: distance %.3g\n",
-           (unsigned long long)seed, seed % 2 ? "ring" : "tree", dlc_verdict_name(v.kind),
-           v.value);
+           (unsigned long long)seed, seed % 2 ? "ring" : "tree", dlc_verdict_name(v.kind), v.value);
     assert_int_equal(v.kind, DLC_PASS);
     assert_true(v.value > 0); /* the order changed the bits */
-    const dl_tensor *a = dlc_trace_final(&t, "param/1.weight"), *b = dlc_trace_final(&same, "param/1.weight");
+    const dl_tensor *a = dlc_trace_final(&t, "param/1.weight"),
+                    *b = dlc_trace_final(&same, "param/1.weight");
     assert_non_null(a);
     assert_memory_equal(a->data, b->data, dl_tensor_bytes(a)); /* an order, not noise */
     dlc_trace_free(&t);

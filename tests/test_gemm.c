@@ -89,8 +89,7 @@ static float *fast_result(const gemm_case *c, const gemm_operands *o) {
 
 static float *ref_result(const gemm_case *c, const gemm_operands *o) {
   float *C = copy_of_c(c, o);
-  dl_sgemm_ref(c->ta, c->tb, c->M, c->N, c->K, o->A, o->lda, o->B, o->ldb, c->beta, C,
-               o->ldc);
+  dl_sgemm_ref(c->ta, c->tb, c->M, c->N, c->K, o->A, o->lda, o->B, o->ldb, c->beta, C, o->ldc);
   return C;
 }
 
@@ -102,9 +101,9 @@ static void assert_same_bits(const gemm_case *c, const gemm_operands *o, const f
   if (memcmp(x, y, count * sizeof(float)) == 0) return;
   size_t i = 0;
   while (x[i] == y[i] || memcmp(&x[i], &y[i], sizeof(float)) == 0) i++;
-  fail_msg("%s: ta=%d tb=%d M=%lld N=%lld K=%lld pad=%lld beta=%g: C[%zu] %a != %a", what,
-           c->ta, c->tb, (long long)c->M, (long long)c->N, (long long)c->K,
-           (long long)c->pad, (double)c->beta, i, (double)x[i], (double)y[i]);
+  fail_msg("%s: ta=%d tb=%d M=%lld N=%lld K=%lld pad=%lld beta=%g: C[%zu] %a != %a", what, c->ta,
+           c->tb, (long long)c->M, (long long)c->N, (long long)c->K, (long long)c->pad,
+           (double)c->beta, i, (double)x[i], (double)y[i]);
 }
 
 static void check_against_ref(const gemm_case *c) {
@@ -142,8 +141,8 @@ static void ref_matches_double_precision(void **state) {
   const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {17, 33, 65}, {9, 4, 300}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
     for (int t = 0; t < 8; t++) {
-      gemm_case c = {t & 1, (t >> 1) & 1, shapes[s][0], shapes[s][1], shapes[s][2], 2,
-                     (t >> 2) ? 1.0f : 0.0f};
+      gemm_case c = {t & 1, (t >> 1) & 1,          shapes[s][0], shapes[s][1], shapes[s][2],
+                     2,     (t >> 2) ? 1.0f : 0.0f};
       gemm_operands o = make_operands(&c);
       float *C = ref_result(&c, &o);
       for (int64_t i = 0; i < c.M; i++)
@@ -180,9 +179,8 @@ static void small_and_odd_shapes_match_ref(void **state) {
  * blocks (K > 256, 512), and the engine's typical layer shapes. */
 static void large_and_blocked_shapes_match_ref(void **state) {
   (void)state;
-  const int64_t shapes[][3] = {{65, 129, 65},  {129, 65, 7},  {300, 40, 20},
-                               {20, 530, 20},  {30, 33, 513}, {64, 64, 128},
-                               {1000, 16, 9},  {200, 32, 144}};
+  const int64_t shapes[][3] = {{65, 129, 65}, {129, 65, 7},  {300, 40, 20}, {20, 530, 20},
+                               {30, 33, 513}, {64, 64, 128}, {1000, 16, 9}, {200, 32, 144}};
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
     check_all_transposes(shapes[s][0], shapes[s][1], shapes[s][2], (int64_t)s % 2 * 5, 0.0f);
     check_all_transposes(shapes[s][0], shapes[s][1], shapes[s][2], 1, 1.0f);

@@ -50,7 +50,7 @@ typedef struct format {
   const char *name;
   int mantissa_bits, bias;
   uint16_t max_finite, inf;
-  double *value; /* [max_finite + 1] */
+  double *value;   /* [max_finite + 1] */
   double overflow; /* max_finite + half an ulp: from here on, inf */
 } format;
 
@@ -133,8 +133,8 @@ static void known_values(void **state) {
 
   assert_int_equal(dl_f32_to_bf16(1.0f), 0x3f80);
   assert_int_equal(dl_f32_to_bf16(3.14159265f), 0x4049);
-  assert_int_equal(dl_f32_to_bf16(0x1.01p0f), 0x3f80); /* tie to even: down */
-  assert_int_equal(dl_f32_to_bf16(0x1.03p0f), 0x3f82); /* tie to even: up */
+  assert_int_equal(dl_f32_to_bf16(0x1.01p0f), 0x3f80);     /* tie to even: down */
+  assert_int_equal(dl_f32_to_bf16(0x1.03p0f), 0x3f82);     /* tie to even: up */
   assert_int_equal(dl_f32_to_bf16(3.4028235e38f), 0x7f80); /* FLT_MAX overflows */
   assert_int_equal(dl_f32_to_bf16(0x1p-149f), 0x0000);
   assert_int_equal(dl_f32_to_bf16(-INFINITY), 0xff80);
@@ -183,12 +183,12 @@ static void check_float(const format *f, uint16_t (*to_half)(float), float x) {
     return;
   }
   uint16_t want = reference_round(f, x);
-  if (got != want)
-    fail_msg("%s(%a): got 0x%04x, reference 0x%04x", f->name, (double)x, got, want);
+  if (got != want) fail_msg("%s(%a): got 0x%04x, reference 0x%04x", f->name, (double)x, got, want);
 }
 
 static void floats_round_like_the_reference(const format *f, uint16_t (*to_half)(float)) {
-  for (uint64_t u = 0; u <= 0xffffffffULL; u += 4099) check_float(f, to_half, float_of((uint32_t)u));
+  for (uint64_t u = 0; u <= 0xffffffffULL; u += 4099)
+    check_float(f, to_half, float_of((uint32_t)u));
   for (unsigned h = 0; h <= f->max_finite; h++) {
     double next = h == f->max_finite ? 2 * f->overflow - f->value[h] : f->value[h + 1];
     float mid = (float)((f->value[h] + next) / 2); /* exact: one more bit */
@@ -222,7 +222,8 @@ static void agrees_with_f16c_instruction(void **state) {
   for (unsigned h = 0; h <= 0xffff; h++) {
     float hw = hw_f16_to_f32((uint16_t)h), sw = dl_f16_to_f32((uint16_t)h);
     /* The instruction quiets signalling NaN; the engine keeps the payload. */
-    if (isnan(hw)) assert_true(isnan(sw) && (bits_of(hw) & ~0x400000u) == (bits_of(sw) & ~0x400000u));
+    if (isnan(hw))
+      assert_true(isnan(sw) && (bits_of(hw) & ~0x400000u) == (bits_of(sw) & ~0x400000u));
     else assert_int_equal(bits_of(hw), bits_of(sw));
   }
   for (uint64_t u = 0; u <= 0xffffffffULL; u += 4099, n++) {
@@ -233,7 +234,8 @@ static void agrees_with_f16c_instruction(void **state) {
   for (unsigned h = 0; h < f16.max_finite; h++) {
     float mid = (float)((f16.value[h] + f16.value[h + 1]) / 2);
     float around[3] = {mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY)};
-    for (int i = 0; i < 3; i++, n++) assert_int_equal(hw_f32_to_f16(around[i]), dl_f32_to_f16(around[i]));
+    for (int i = 0; i < 3; i++, n++)
+      assert_int_equal(hw_f32_to_f16(around[i]), dl_f32_to_f16(around[i]));
   }
   printf("F16C agrees on 65536 halves and %lld floats\n", (long long)n);
 #else

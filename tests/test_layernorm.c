@@ -20,8 +20,7 @@ static dl_layer_desc ln_desc(int64_t dim, bool affine) {
   return d;
 }
 
-static void make_input(dl_tensor *x, int ndim, int64_t d0, int64_t d1, int64_t d2,
-                       uint64_t seed) {
+static void make_input(dl_tensor *x, int ndim, int64_t d0, int64_t d1, int64_t d2, uint64_t seed) {
   assert_int_equal(dl_tensor_f32(x, ndim, d0, d1, d2, 0, "x"), DL_OK);
   gc_fill_uniform(x, seed, -2.0f, 3.0f);
 }
@@ -44,8 +43,7 @@ static void gradcheck_shapes(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     dl_layer_desc d = ln_desc(cases[i].shape[cases[i].ndim - 1], cases[i].affine);
     dl_tensor x = {0};
-    make_input(&x, cases[i].ndim, cases[i].shape[0], cases[i].shape[1], cases[i].shape[2],
-               30 + i);
+    make_input(&x, cases[i].ndim, cases[i].shape[0], cases[i].shape[1], cases[i].shape[2], 30 + i);
     for (int training = 1; training >= 0; training--) {
       double err = gc_layer_max_error(&d, &x, training);
       if (!(err < 1e-2))

@@ -102,8 +102,7 @@ static dl_optim *sgd(dl_model *m) {
 }
 
 /* One forward, cross-entropy, backward and SGD step on batch b. */
-static void train_step(dl_model *m, dl_optim *o, const dl_batch *b, int64_t step,
-                       float lr) {
+static void train_step(dl_model *m, dl_optim *o, const dl_batch *b, int64_t step, float lr) {
   dl_ctx ctx = {.grad_enabled = true, .seed = SEED, .step = step, .sample_ids = b->ids};
   dl_model_zero_grad(m);
   const dl_tensor *logits;

@@ -118,8 +118,8 @@ static void autocast_matches_hand_rounding(void **state) {
     memcpy(w_before, dl_f32(&l.params[0].value), sizeof w_before);
     assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
     assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &dy, &dx), DL_OK);
-    const float *X = dl_f32(&x), *W = dl_f32(&l.params[0].value),
-                *B = dl_f32(&l.params[1].value), *DY = dl_f32(&dy);
+    const float *X = dl_f32(&x), *W = dl_f32(&l.params[0].value), *B = dl_f32(&l.params[1].value),
+                *DY = dl_f32(&dy);
     assert_memory_equal(w_before, W, sizeof w_before); /* master weights untouched */
     for (int r = 0; r < rows; r++) {
       for (int o = 0; o < out; o++) {
@@ -177,8 +177,7 @@ static void gradients_accumulate_and_respect_requires_grad(void **state) {
   assert_false(l.params[1].has_grad);
   assert_int_equal(dl_tensor_clone(&once, &l.params[0].grad, "once"), DL_OK);
   run_backward(&l, &x, &dy);
-  for (int i = 0; i < 12; i++)
-    assert_true(dl_f32(&l.params[0].grad)[i] == 2.0f * dl_f32(&once)[i]);
+  for (int i = 0; i < 12; i++) assert_true(dl_f32(&l.params[0].grad)[i] == 2.0f * dl_f32(&once)[i]);
   for (int i = 0; i < 3; i++) assert_true(dl_f32(&l.params[1].grad)[i] == 0.0f);
   dl_tensor_free(&x);
   dl_tensor_free(&dy);

@@ -44,8 +44,8 @@ typedef struct run {
 
 static run run_a, run_b;
 
-static void collect(const dl_dataset *ds, const int64_t *idx, int64_t n,
-                    const dl_loader_opts *o, run *out) {
+static void collect(const dl_dataset *ds, const int64_t *idx, int64_t n, const dl_loader_opts *o,
+                    run *out) {
   memset(out, 0, sizeof *out);
   dl_loader *ld = NULL;
   assert_int_equal(dl_loader_create(&ld, ds, idx, n, o), DL_OK);
@@ -66,9 +66,7 @@ static void collect(const dl_dataset *ds, const int64_t *idx, int64_t n,
   dl_loader_destroy(ld);
 }
 
-static void shuffled(int64_t n, int64_t epoch, int64_t *idx) {
-  dl_permutation(n, 77, epoch, idx);
-}
+static void shuffled(int64_t n, int64_t epoch, int64_t *idx) { dl_permutation(n, 77, epoch, idx); }
 
 static void batches_follow_the_index_list(void **state) {
   (void)state;
@@ -85,8 +83,7 @@ static void batches_follow_the_index_list(void **state) {
     for (int64_t r = 0; r < run_a.rows; r++) {
       assert_int_equal(run_a.ids[r], idx[r]);
       assert_int_equal(run_a.y[r], idx[r] % 7);
-      for (int j = 0; j < ROW; j++)
-        assert_true(run_a.x[r * ROW + j] == (float)(idx[r] * 1000 + j));
+      for (int j = 0; j < ROW; j++) assert_true(run_a.x[r * ROW + j] == (float)(idx[r] * 1000 + j));
     }
   }
   dl_dataset_free(&ds);
@@ -96,8 +93,8 @@ static atomic_int hook_calls, hook_errors;
 
 /* A user augmentation: scale by a per-sample factor from its stream. It runs
  * in worker threads, where cmocka's asserts must not be used. */
-static void scale_hook(void *user, const dl_stream *s, float *x, const int64_t *shape,
-                       int ndim, int64_t numel) {
+static void scale_hook(void *user, const dl_stream *s, float *x, const int64_t *shape, int ndim,
+                       int64_t numel) {
   (void)user;
   if (ndim != 3 || shape[2] != W || numel != ROW) atomic_fetch_add(&hook_errors, 1);
   float f;
@@ -114,7 +111,8 @@ static void identical_for_any_worker_count(void **state) {
   make_images(&ds, 300);
   int64_t idx[300];
   shuffled(300, 2, idx);
-  const dl_augment augs[3] = {{0}, {.hflip = true, .noise_std = 0.1f},
+  const dl_augment augs[3] = {{0},
+                              {.hflip = true, .noise_std = 0.1f},
                               {.hflip = true, .noise_std = 0.5f, .fn = scale_hook}};
   for (int a = 0; a < 3; a++) {
     dl_loader_opts o = {.batch = 16, .workers = 0, .aug = &augs[a], .epoch = 3, .seed = 5};
@@ -246,8 +244,7 @@ static void early_destroy_is_clean(void **state) {
   const dl_augment aug = {.noise_std = 1.0f};
   for (int take = 0; take < 6; take++) {
     dl_loader *ld = NULL;
-    dl_loader_opts o = {.batch = 3, .workers = 1 + take % 4, .prefetch = take % 3,
-                        .aug = &aug};
+    dl_loader_opts o = {.batch = 3, .workers = 1 + take % 4, .prefetch = take % 3, .aug = &aug};
     assert_int_equal(dl_loader_create(&ld, &ds, idx, 2000, &o), DL_OK);
     const dl_batch *b = NULL;
     for (int k = 0; k < take * 5; k++) {
@@ -338,8 +335,8 @@ static void allocation_failures_leak_nothing(void **state) {
 static void fashion_epoch_throughput(void **state) {
   (void)state;
   dl_dataset ds = {0};
-  assert_int_equal(dl_dataset_load_h5(&ds, DL_SOURCE_DIR "/fixtures/fashion_mnist.h5",
-                                      "train"), DL_OK);
+  assert_int_equal(dl_dataset_load_h5(&ds, DL_SOURCE_DIR "/fixtures/fashion_mnist.h5", "train"),
+                   DL_OK);
   dl_sampler sp = {.kind = DL_SAMPLER_RANDOM, .n = ds.n, .seed = 3};
   dl_indices ix = {0};
   assert_int_equal(dl_sampler_indices(&sp, 0, &ix), DL_OK);
@@ -357,8 +354,8 @@ static void fashion_epoch_throughput(void **state) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     assert_int_equal(rows, ds.n);
-    printf("fashion epoch, hflip+noise, %d workers: %.3f s, %.0f samples/s\n", workers,
-           s, (double)rows / s);
+    printf("fashion epoch, hflip+noise, %d workers: %.3f s, %.0f samples/s\n", workers, s,
+           (double)rows / s);
   }
   dl_indices_free(&ix);
   dl_dataset_free(&ds);

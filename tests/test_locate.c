@@ -64,7 +64,9 @@ static void make_pair(pair *p, inject changed, int64_t stats_every) {
   p->ba = inject_table(&p->plain);
   p->bb = inject_table(&p->changed);
   assert_non_null(make_tmp_dir(p->workdir, sizeof p->workdir, "dlcheck-loc-XXXXXX"));
-  p->oa = (dlc_run_options){.root = DL_SOURCE_DIR, .scenario = scn->name, .workdir = p->workdir,
+  p->oa = (dlc_run_options){.root = DL_SOURCE_DIR,
+                            .scenario = scn->name,
+                            .workdir = p->workdir,
                             .backend_override = &p->ba};
   p->ob = p->oa;
   p->ob.backend_override = &p->bb;
@@ -76,8 +78,11 @@ static void train(const dlc_run_config *c, const dlc_run_options *o, dlc_trace *
 
 /* Bitwise equivalence of the two runs; the verdict of the comparison. */
 static dlc_verdict compare(const dlc_trace *a, const dlc_trace *b) {
-  dlc_check_spec spec = {.name = "same", .kind = "equivalence", .nquantities = 2,
-                         .quantities = {"loss", "params"}, .tol = dlc_tolerance_bitwise()};
+  dlc_check_spec spec = {.name = "same",
+                         .kind = "equivalence",
+                         .nquantities = 2,
+                         .quantities = {"loss", "params"},
+                         .tol = dlc_tolerance_bitwise()};
   snprintf(spec.a, sizeof spec.a, "%s", a->run);
   snprintf(spec.b, sizeof spec.b, "%s", b->run);
   dlc_trace pair[2] = {*a, *b};
@@ -94,7 +99,7 @@ static void expect_layer(const dlc_verdict *v, const char *layer, int64_t at) {
   snprintf(want, sizeof want, "First divergent layer: %s (forward) at step %lld", layer,
            (long long)at);
   printf("  %s\n", strstr(v->evidence, "First divergent") ? strstr(v->evidence, "First divergent")
-                                                         : v->evidence);
+                                                          : v->evidence);
   assert_string_equal(v->layer, layer);
   assert_non_null(strstr(v->evidence, want));
 }
@@ -211,12 +216,9 @@ static void nudged_weights_traces(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(reordered_layer_engine),
-      cmocka_unit_test(reordered_layer_traces),
-      cmocka_unit_test(nudged_weights_engine),
-      cmocka_unit_test(nudged_weights_traces),
-      cmocka_unit_test(reordered_layer_golden),
-      cmocka_unit_test(nudged_weights_golden),
+      cmocka_unit_test(reordered_layer_engine), cmocka_unit_test(reordered_layer_traces),
+      cmocka_unit_test(nudged_weights_engine),  cmocka_unit_test(nudged_weights_traces),
+      cmocka_unit_test(reordered_layer_golden), cmocka_unit_test(nudged_weights_golden),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

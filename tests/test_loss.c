@@ -36,8 +36,7 @@ static double ref_row(const float *z, int c, int target, double eps, double *dz)
   for (int k = 1; k < c; k++) m = z[k] > m ? z[k] : m;
   for (int k = 0; k < c; k++) s += exp(z[k] - m);
   for (int k = 0; k < c; k++) smooth -= z[k] - m - log(s);
-  for (int k = 0; k < c; k++)
-    dz[k] = exp(z[k] - m) / s - eps / c - (k == target ? 1.0 - eps : 0.0);
+  for (int k = 0; k < c; k++) dz[k] = exp(z[k] - m) / s - eps / c - (k == target ? 1.0 - eps : 0.0);
   return (1.0 - eps) * -(z[target] - m - log(s)) + eps / c * smooth;
 }
 
@@ -86,7 +85,7 @@ static void ce_matches_pytorch_smoothing_example(void **state) {
   float loss;
   assert_int_equal(dl_cross_entropy(&d, &x, &t, &loss, NULL, &dx), DL_OK);
   assert_true(fabs(loss - 1.309677009742546) <= 2e-6 * 1.31);
-  const double want[9] = {0.065611948811, 0.264265859606, -0.329877808417, 0, 0, 0,
+  const double want[9] = {0.065611948811, 0.264265859606,  -0.329877808417, 0, 0, 0,
                           0.073249561276, -0.026438291738, -0.046811269539};
   for (int i = 0; i < 9; i++) assert_true(fabs(dl_f32(&dx)[i] - want[i]) <= 1e-6);
   /* reduction none: PyTorch's per-row losses, 0 for the ignored row. */
@@ -446,8 +445,7 @@ static void mse_errors(void **state) {
   assert_int_equal(dl_mse(DL_REDUCTION_MEAN, 1.0f, &p, &y, &loss, NULL, NULL), DL_ERR_INVALID);
   assert_non_null(strstr(dl_last_error(), "[3] float32 and target [4] float32"));
   assert_int_equal(dl_mse((dl_reduction)5, 1.0f, &p, &p, &loss, NULL, NULL), DL_ERR_INVALID);
-  assert_int_equal(dl_mse(DL_REDUCTION_MEAN, INFINITY, &p, &p, &loss, NULL, NULL),
-                   DL_ERR_INVALID);
+  assert_int_equal(dl_mse(DL_REDUCTION_MEAN, INFINITY, &p, &p, &loss, NULL, NULL), DL_ERR_INVALID);
   assert_int_equal(dl_mse(DL_REDUCTION_NONE, 1.0f, &p, &p, &loss, NULL, NULL), DL_ERR_INVALID);
   assert_int_equal(dl_mse(DL_REDUCTION_NONE, 1.0f, &p, &p, &loss, &y, NULL), DL_ERR_INVALID);
   assert_int_equal(dl_mse(DL_REDUCTION_SUM, 1.0f, &p, &p, &loss, NULL, &y), DL_ERR_INVALID);

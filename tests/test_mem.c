@@ -132,8 +132,7 @@ static void injected_failures_and_too_large_requests(void **state) {
 #endif
   dl_tensor t = {0};
   dl_mem_fail_after(1);
-  assert_int_equal(dl_tensor_alloc_uninit(&t, DL_F32, 1, (const int64_t[]){4}, "t"),
-                   DL_ERR_NOMEM);
+  assert_int_equal(dl_tensor_alloc_uninit(&t, DL_F32, 1, (const int64_t[]){4}, "t"), DL_ERR_NOMEM);
   assert_null(t.data);
 }
 

@@ -56,10 +56,9 @@ static void state_dict_names_and_order(void **state) {
   const dl_layer_desc *desc = net_desc(&n);
   dl_model *m;
   assert_int_equal(dl_model_create(&m, desc, n, 1), DL_OK);
-  const char *params[] = {"0.weight",        "0.bias",        "1.weight",
-                          "1.bias",          "3.body.0.weight", "3.body.0.bias",
-                          "3.body.1.weight", "3.body.1.bias",   "4.weight",
-                          "4.bias"};
+  const char *params[] = {"0.weight",        "0.bias",        "1.weight",        "1.bias",
+                          "3.body.0.weight", "3.body.0.bias", "3.body.1.weight", "3.body.1.bias",
+                          "4.weight",        "4.bias"};
   assert_int_equal(dl_model_num_params(m), 10);
   for (int i = 0; i < 10; i++) assert_string_equal(dl_model_param(m, i)->name, params[i]);
   const char *buffers[] = {"1.running_mean",        "1.running_var",
@@ -149,12 +148,10 @@ static void zero_grad_and_accumulation(void **state) {
       continue;
     }
     assert_true(p->has_grad);
-    for (int64_t k = 0; k < p->grad.numel; k++)
-      assert_true(twice.v[i][k] == 2.0f * once.v[i][k]);
+    for (int64_t k = 0; k < p->grad.numel; k++) assert_true(twice.v[i][k] == 2.0f * once.v[i][k]);
   }
   dl_model_zero_grad(m);
-  for (int i = 0; i < dl_model_num_params(m); i++)
-    assert_false(dl_model_param(m, i)->has_grad);
+  for (int i = 0; i < dl_model_num_params(m); i++) assert_false(dl_model_param(m, i)->has_grad);
   forward_backward(m, &x);
   snapshot(m, &twice);
   for (int i = 0; i < dl_model_num_params(m); i++)
@@ -214,8 +211,7 @@ static void model_gradients_match_finite_differences(void **state) {
 static void no_grad_inference_keeps_little_memory(void **state) {
   (void)state;
   dl_layer_desc desc[16];
-  for (int i = 0; i < 16; i++)
-    desc[i] = i % 2 ? dl_layer_default(DL_RELU) : linear(128, 128);
+  for (int i = 0; i < 16; i++) desc[i] = i % 2 ? dl_layer_default(DL_RELU) : linear(128, 128);
   dl_model *m;
   assert_int_equal(dl_model_create(&m, desc, 16, 1), DL_OK);
   dl_tensor x = {0};
@@ -236,8 +232,8 @@ static void no_grad_inference_keeps_little_memory(void **state) {
   assert_int_equal(dl_mem_current() - base, act); /* only the output is left */
   assert_true(grad_peak >= 16 * act);
   assert_true(nograd_peak <= 3 * act);
-  print_message("activation peak: grad %lld bytes, no-grad %lld bytes\n",
-                (long long)grad_peak, (long long)nograd_peak);
+  print_message("activation peak: grad %lld bytes, no-grad %lld bytes\n", (long long)grad_peak,
+                (long long)nograd_peak);
   /* No graph was kept: backward must refuse. */
   dl_tensor dout = {0};
   assert_int_equal(dl_tensor_alloc(&dout, DL_F32, 2, out->shape, "dout"), DL_OK);

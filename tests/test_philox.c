@@ -46,9 +46,8 @@ static void streams_match_the_spec(void **state) {
   assert_true(s.id == 0xbd84b85781174347ULL);
   assert_int_equal(s.key[0], 42);
   assert_int_equal(s.key[1], 0);
-  static const uint32_t want[10] = {0xecdb0fc9, 0xfde61f08, 0xf3fb6b28, 0x138a44bd,
-                                    0x8b1ccfcf, 0x208de175, 0x7b6153f8, 0x390f8935,
-                                    0xb089fa75, 0xbc3d6ad3};
+  static const uint32_t want[10] = {0xecdb0fc9, 0xfde61f08, 0xf3fb6b28, 0x138a44bd, 0x8b1ccfcf,
+                                    0x208de175, 0x7b6153f8, 0x390f8935, 0xb089fa75, 0xbc3d6ad3};
   uint32_t got[10];
   dl_stream_u32(&s, 0, got, 10);
   for (int i = 0; i < 10; i++) assert_int_equal(got[i], want[i]);
@@ -73,8 +72,8 @@ static void same_inputs_same_values_different_inputs_different(void **state) {
   dl_stream base = dl_stream_make(1, "shuffle", idx, 2);
   dl_stream again = dl_stream_make(1, "shuffle", idx, 2);
   dl_stream variants[5] = {
-      dl_stream_make(2, "shuffle", idx, 2),     dl_stream_make(1, "shufflf", idx, 2),
-      dl_stream_make(1, "shuffle", other, 2),   dl_stream_make(1, "shuffle", swapped, 2),
+      dl_stream_make(2, "shuffle", idx, 2),   dl_stream_make(1, "shufflf", idx, 2),
+      dl_stream_make(1, "shuffle", other, 2), dl_stream_make(1, "shuffle", swapped, 2),
       dl_stream_make(1, "shuffle", idx, 1),
   };
   uint32_t a[8], b[8], c[8];
@@ -129,8 +128,7 @@ static void words_follow_the_block_layout(void **state) {
   dl_stream_u32(&s, first_block * 4 + 2, got, 8);
   for (int i = 0; i < 8; i++) {
     uint64_t w = first_block * 4 + 2 + (uint64_t)i, b = w / 4;
-    uint32_t ctr[4] = {(uint32_t)b, (uint32_t)(b >> 32), (uint32_t)s.id,
-                       (uint32_t)(s.id >> 32)};
+    uint32_t ctr[4] = {(uint32_t)b, (uint32_t)(b >> 32), (uint32_t)s.id, (uint32_t)(s.id >> 32)};
     uint32_t block[4];
     dl_philox4x32_10(ctr, s.key, block);
     assert_int_equal(got[i], block[w % 4]);
@@ -221,8 +219,8 @@ static void normal_has_the_asked_mean_and_std(void **state) {
 static void normal_matches_box_muller_on_the_spec_words(void **state) {
   (void)state;
   dl_stream s = dl_stream_make(42, "dropout", (const uint64_t[]){1, 2, 3}, 3);
-  static const float want[4] = {0.3937506675720215f, 0.2751207947731018f,
-                                0.7702621817588806f, 0.204787477850914f};
+  static const float want[4] = {0.3937506675720215f, 0.2751207947731018f, 0.7702621817588806f,
+                                0.204787477850914f};
   float z[4], shifted[2];
   dl_stream_normal(&s, 0, 0.0f, 1.0f, z, 4);
   for (int i = 0; i < 4; i++) assert_true(fabsf(z[i] - want[i]) <= 0x1p-24f);

@@ -252,8 +252,7 @@ static void pooling_outputs_round_under_autocast(void **state) {
   dl_tensor_free(&dx);
   d = dl_layer_default(DL_FLATTEN);
   forward_backward(&d, &ctx, &x, &y, NULL);
-  for (int64_t i = 0; i < y.numel; i++)
-    assert_true(dl_f32(&y)[i] == dl_round_bf16(dl_f32(&x)[i]));
+  for (int64_t i = 0; i < y.numel; i++) assert_true(dl_f32(&y)[i] == dl_round_bf16(dl_f32(&x)[i]));
   dl_tensor_free(&y);
   dl_tensor_free(&x);
 }

@@ -86,7 +86,8 @@ static void push_means(dlc_trace *t, int64_t step, int nlayers, const double *me
     stat[l][DLC_STAT_MEAN] = means[l];
   }
   assert_int_equal(dlc_trace_push_stats(t, step, nlayers, names,
-                                        (const double(*)[DLC_STAT_COUNT])stat), DL_OK);
+                                        (const double(*)[DLC_STAT_COUNT])stat),
+                   DL_OK);
 }
 
 /* grad_accum: every kind of verdict, a golden, a caught and a missed pitfall. */
@@ -192,7 +193,8 @@ static void build_large(dlc_scenario_result *r) {
     for (int s = 0; s < 200; s++) {
       lcg = lcg * 1664525u + 1013904223u;
       assert_int_equal(dlc_trace_push(&r->traces[i], "loss",
-                                      2.0 / (1 + 0.02 * s) + i * (lcg >> 8) * 1e-12), DL_OK);
+                                      2.0 / (1 + 0.02 * s) + i * (lcg >> 8) * 1e-12),
+                       DL_OK);
     }
     for (int l = 0; l < 20; l++) means[l] = 0.1 * (l + 1) + 1e-7 * i * l;
     push_means(&r->traces[i], 0, i == 7 ? 19 : 20, means); /* run7 lacks a layer */
@@ -313,7 +315,10 @@ static void test_result_ok(void **state) {
   set_verdict(&checks[0], "a", DLC_PASS, "");
   set_verdict(&checks[1], "b", DLC_EXPECTED_DIVERGENCE, "");
   dlc_pitfall_outcome p = {.caught = true};
-  dlc_scenario_result r = {.checks = checks, .nchecks = 2, .pitfalls = &p, .npitfalls = 1,
+  dlc_scenario_result r = {.checks = checks,
+                           .nchecks = 2,
+                           .pitfalls = &p,
+                           .npitfalls = 1,
                            .golden_present = true};
   set_verdict(&r.golden, "golden", DLC_PASS, "");
   assert_true(dlc_result_ok(&r));
@@ -363,9 +368,10 @@ static void test_text_plain(void **state) {
   assert_true(has_line_starting(
       out, "  FAILED  grad_accum: 4 passed, 3 failed; 1 of 2 pitfalls caught (1.25 s)"));
   assert_true(has_line_starting(out, "single_step (?)\n"));
-  assert_true(has_line_starting(
-      out, "  SKIP      single_step/golden  no golden: record with dlcheck record "
-           "scenarios/single_step"));
+  assert_true(
+      has_line_starting(out,
+                        "  SKIP      single_step/golden  no golden: record with dlcheck record "
+                        "scenarios/single_step"));
   assert_true(has_line_starting(out, "  ok  single_step: 1 passed, 0 failed, 1 skipped (0.00 s)"));
   assert_true(has_line_starting(out, "5 passed, 3 failed, 1 skipped in 2 scenarios\n"));
   assert_null(strstr(out, "gradients are never zeroed")); /* descriptions: verbose only */
@@ -401,7 +407,7 @@ static void test_text_wrap(void **state) {
   char *out = text_report(&r, 1, false, false);
   assert_true(longest_line(out) <= 100);
   assert_true(has_line_starting(out, "  FAIL      single_step/loss_match  word00 word01"));
-  assert_non_null(strstr(out, "\n            word"));       /* continuation, hanging indent */
+  assert_non_null(strstr(out, "\n            word"));     /* continuation, hanging indent */
   assert_non_null(strstr(out, "xxxx\n            xxxx")); /* the long word is split */
   assert_non_null(strstr(out, " \xc3\xa9t\xc3\xa9 done\n"));
   free(out);
@@ -601,18 +607,18 @@ static void test_html(void **state) {
   tmp_path(path, sizeof path, "report.html");
   assert_int_equal(dlc_report_html(path, fx->r, 2, "{\"host\": \"<test>\"}"), DL_OK);
   char *html = read_file(path, NULL);
-  assert_null(strstr(html, "http"));   /* no external references */
+  assert_null(strstr(html, "http")); /* no external references */
   assert_null(strstr(html, "<script"));
   assert_non_null(strstr(html, "<pre>{\"host\": \"&lt;test&gt;\"}</pre>"));
   /* grad_accum: loss, divergence and layer plots; single_step: loss and divergence */
   assert_int_equal(count_of(html, "<svg"), 5);
   assert_non_null(strstr(html, "Per-layer divergence"));
   assert_non_null(strstr(html, "accumulated (step 0)"));
-  assert_non_null(strstr(html, "<circle"));            /* single-step runs are dots */
+  assert_non_null(strstr(html, "<circle"));             /* single-step runs are dots */
   assert_non_null(strstr(html, "class=\"fail\">FAIL")); /* colour-coded verdicts */
   assert_non_null(strstr(html, "class=\"missed\">MISSED"));
   assert_non_null(strstr(html, "class=\"skip\">SKIP"));
-  assert_non_null(strstr(html, "stroke-dasharray"));    /* the golden's curve */
+  assert_non_null(strstr(html, "stroke-dasharray")); /* the golden's curve */
   free(html);
   if (!have(PYTHON)) skip();
   write_text(tmp_path(ev, sizeof ev, "evidence_xml.txt"), nasty_xml);
@@ -890,8 +896,8 @@ static void test_utf8_and_xml(void **state) {
   assert_int_equal(cp, 0x65e5);
   assert_int_equal(dlc_utf8_next("\xf0\x9f\x98\x80", &cp), 4);
   assert_int_equal(cp, 0x1f600);
-  const char *bad[] = {"\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe6\x97", "\x80",
-                       "\xff", "\xe0\x80\x80"};
+  const char *bad[] = {"\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe6\x97",
+                       "\x80",     "\xff",         "\xe0\x80\x80"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     assert_int_equal(dlc_utf8_next(bad[i], &cp), 1);
     assert_int_equal(cp, 0xfffd);

@@ -89,8 +89,7 @@ static void body_is_named_and_numbered(void **state) {
   assert_int_equal(l.nparams, 0);
   assert_int_equal(l.body->n, 3);
   assert_string_equal(l.body->layers[0].params[0].name, "4.body.0.weight");
-  assert_string_equal(l.body->layers[1].body->layers[0].params[1].name,
-                      "4.body.1.body.0.bias");
+  assert_string_equal(l.body->layers[1].body->layers[0].params[1].name, "4.body.1.body.0.bias");
   assert_string_equal(l.body->layers[2].params[0].name, "4.body.2.weight");
   /* Ids follow the block's own, depth first, all distinct. */
   assert_int_equal(l.rng_id, 10);

@@ -239,9 +239,9 @@ static void optimizer_defaults_are_float32_values(void **state) {
 static void every_bug_switch_names_a_catalogue_entry(void **state) {
   (void)state;
   int n = 0;
-#define CHECK_BUG(name, id, doc)                                   \
-  assert_non_null(dlc_catalogue_find(id));                         \
-  assert_true(strlen(doc) > 0);                                    \
+#define CHECK_BUG(name, id, doc)           \
+  assert_non_null(dlc_catalogue_find(id)); \
+  assert_true(strlen(doc) > 0);            \
   n++;
   DLC_BUGS(CHECK_BUG)
 #undef CHECK_BUG

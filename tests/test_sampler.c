@@ -12,15 +12,17 @@
 #include "mem.h"
 #include "sampler.h"
 
-static dl_sampler distributed(int64_t n, int rank, int world, bool shuffle,
-                              bool drop_last) {
-  return (dl_sampler){.kind = DL_SAMPLER_DISTRIBUTED, .n = n, .seed = 42,
-                      .shuffle = shuffle, .drop_last = drop_last, .rank = rank,
+static dl_sampler distributed(int64_t n, int rank, int world, bool shuffle, bool drop_last) {
+  return (dl_sampler){.kind = DL_SAMPLER_DISTRIBUTED,
+                      .n = n,
+                      .seed = 42,
+                      .shuffle = shuffle,
+                      .drop_last = drop_last,
+                      .rank = rank,
                       .world = world};
 }
 
-static void expect_indices(const dl_sampler *s, int64_t epoch, const int64_t *want,
-                           int64_t n) {
+static void expect_indices(const dl_sampler *s, int64_t epoch, const int64_t *want, int64_t n) {
   dl_indices ix = {0};
   assert_int_equal(dl_sampler_indices(s, epoch, &ix), DL_OK);
   assert_int_equal(ix.n, n);
@@ -69,9 +71,8 @@ static int64_t torch_distributed(const int64_t *order, int64_t n, int rank, int 
                                  bool drop_last, int64_t *out) {
   int64_t list[256], len = n;
   memcpy(list, order, (size_t)n * sizeof *list);
-  int64_t num_samples = (drop_last && n % world)
-                            ? (int64_t)ceil((double)(n - world) / world)
-                            : (int64_t)ceil((double)n / world);
+  int64_t num_samples = (drop_last && n % world) ? (int64_t)ceil((double)(n - world) / world)
+                                                 : (int64_t)ceil((double)n / world);
   int64_t total = num_samples * world;
   if (!drop_last) {
     int64_t padding = total - n;

@@ -482,7 +482,7 @@ static void test_check_catalogue(void **state) {
 static void test_not_tested_check(void **state) {
   (void)state;
   dlc_scenario *s = load_mutated("b: other}", "b: other}\n  - {name: ddp, kind: not_tested, "
-                                 "catalogue: [D1], reason: no DDP wrapper given}");
+                                              "catalogue: [D1], reason: no DDP wrapper given}");
   assert_int_equal(s->nchecks, 2);
   assert_string_equal(s->checks[1].kind, "not_tested");
   assert_string_equal(s->checks[1].reason, "no DDP wrapper given");
@@ -499,8 +499,10 @@ static void test_not_tested_check(void **state) {
   dlc_scenario_free(s);
   /* ... but a pitfall variant re-runs runs: refused. */
   char with_pitfall[512];
-  snprintf(with_pitfall, sizeof with_pitfall, "%spitfalls:\n  - {id: D1, caught_by: ddp, "
-           "overrides: {bugs: {no_distributed_sampler: true}}}\n", text);
+  snprintf(with_pitfall, sizeof with_pitfall,
+           "%spitfalls:\n  - {id: D1, caught_by: ddp, "
+           "overrides: {bugs: {no_distributed_sampler: true}}}\n",
+           text);
   dir = write_scenario("bad", with_pitfall, strlen(with_pitfall));
   assert_int_equal(dlc_scenario_load(&s, dir), DL_ERR_INVALID);
   assert_non_null(strstr(dl_last_error(), "pitfall variants re-run the scenario's runs"));
@@ -511,7 +513,7 @@ static void test_not_tested_check(void **state) {
 static void test_loss_section(void **state) {
   (void)state;
   dlc_scenario *s = load_mutated("steps: 4\n", "steps: 4\nloss: {type: cross_entropy, reduction: "
-                                 "sum, label_smoothing: 0.25, ignore_index: 7}\n");
+                                               "sum, label_smoothing: 0.25, ignore_index: 7}\n");
   const dlc_loss_config *l = &s->runs[0].loss;
   assert_int_equal(l->kind, DLC_LOSS_CROSS_ENTROPY);
   assert_int_equal(l->reduction, DL_REDUCTION_SUM);
@@ -600,9 +602,9 @@ static void test_model_needed_by_engine_runs(void **state) {
 typedef struct bad_case {
   const char *from, *to; /* replace `from` in BASE by `to`; from NULL: `to` is the file */
   dl_status status;
-  const char *marker;    /* the error points at its first occurrence ... */
-  int skip;              /* ... plus this many characters */
-  const char *words;     /* and says this */
+  const char *marker; /* the error points at its first occurrence ... */
+  int skip;           /* ... plus this many characters */
+  const char *words;  /* and says this */
 } bad_case;
 
 static const bad_case bad_cases[] = {
@@ -632,16 +634,16 @@ static const bad_case bad_cases[] = {
      "catalogue ID 'G1' is listed twice"},
     {"b: other}", "b: other, catalogue: []}", DL_ERR_INVALID, "catalogue: []", 0,
      "checks[0].catalogue: expected at least 1 item"},
-    {"b: other}", "b: other}\n  - {name: x, kind: not_tested, a: other, reason: r}",
-     DL_ERR_INVALID, "a: other, reason", 3, "check kind 'not_tested' reads no run; remove a"},
-    {"b: other}", "b: other}\n  - {name: x, kind: not_tested}", DL_ERR_FORMAT,
-     "{name: x", 1, "check 'x' of kind 'not_tested' says why it is not tested; add reason"},
+    {"b: other}", "b: other}\n  - {name: x, kind: not_tested, a: other, reason: r}", DL_ERR_INVALID,
+     "a: other, reason", 3, "check kind 'not_tested' reads no run; remove a"},
+    {"b: other}", "b: other}\n  - {name: x, kind: not_tested}", DL_ERR_FORMAT, "{name: x", 1,
+     "check 'x' of kind 'not_tested' says why it is not tested; add reason"},
     {"b: other}", "b: other, reason: why}", DL_ERR_INVALID, "why}", 0,
      "reason belongs to kind not_tested; remove it"},
     {"a: reference, b: other}", "b: other}", DL_ERR_FORMAT, "{name: same", 1,
      "check 'same' of kind 'equivalence' reads a run; add a: RUN"},
-    {"  reference: {}\n  other: {data: {batch: 4}}\n", "  {}\n", DL_ERR_INVALID, "reference, b",
-     0, "unknown run 'reference': the scenario has no runs; name at least one"},
+    {"  reference: {}\n  other: {data: {batch: 4}}\n", "  {}\n", DL_ERR_INVALID, "reference, b", 0,
+     "unknown run 'reference': the scenario has no runs; name at least one"},
     /* wrong types */
     {"lr: 0.1", "lr: abc", DL_ERR_FORMAT, "abc", 0, "optimizer.lr: expected a number, got 'abc'"},
     {"steps: 4", "steps: 2.5", DL_ERR_FORMAT, "2.5", 0, "steps: expected an integer, got '2.5'"},
@@ -656,8 +658,8 @@ static const bad_case bad_cases[] = {
     {"steps: 4\n", "steps: 4\nseed: -1\n", DL_ERR_FORMAT, "-1", 0,
      "seed: expected a non-negative integer, got '-1'"},
     {"lr: 0.1", "lr: .nan", DL_ERR_FORMAT, ".nan", 0, "expected a number, got '.nan'"},
-    {"overrides: {bugs: {no_zero_grad: true}}", "overrides: 3", DL_ERR_FORMAT, "overrides: 3",
-     11, "pitfalls[0].overrides: expected a mapping"},
+    {"overrides: {bugs: {no_zero_grad: true}}", "overrides: 3", DL_ERR_FORMAT, "overrides: 3", 11,
+     "pitfalls[0].overrides: expected a mapping"},
     {"steps: 4\n", "steps: &n 4\nstats_every: *n\n", DL_ERR_FORMAT, "*n", 0,
      "stats_every: aliases (*n) are not supported"},
     /* out of range */
@@ -682,8 +684,8 @@ static const bad_case bad_cases[] = {
      "loss.label_smoothing: must be in [0, 1], got 1.5"},
     {"steps: 4\n", "steps: 4\nloss: {label_smoothing: -0.1}\n", DL_ERR_INVALID, "-0.1", 0,
      "loss.label_smoothing: must be in [0, 1], got -0.1"},
-    {"steps: 4\n", "steps: 4\nloss: {ignore_index: 2147483648}\n", DL_ERR_INVALID, "2147483648",
-     0, "loss.ignore_index: must be in"},
+    {"steps: 4\n", "steps: 4\nloss: {ignore_index: 2147483648}\n", DL_ERR_INVALID, "2147483648", 0,
+     "loss.ignore_index: must be in"},
     {"steps: 4\n", "steps: 4\nloss: {ignore_index: 1.5}\n", DL_ERR_FORMAT, "1.5", 0,
      "loss.ignore_index: expected an integer, got '1.5'"},
     {"steps: 4\n", "steps: 4\nloss: {weight: 2}\n", DL_ERR_FORMAT, "weight", 0,
@@ -695,8 +697,9 @@ static const bad_case bad_cases[] = {
      "optimizer.betas: expected at least 2 items, got 1"},
     {"{type: relu}", "{type: maxpool2d, kernel: 2, padding: 2}", DL_ERR_INVALID, "2}", 0,
      "must be at most half the kernel size (1), got 2"},
-    {"name: bad\n", "name: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-                    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n",
+    {"name: bad\n",
+     "name: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n",
      DL_ERR_INVALID, "xxx", 0, "name: too long: 134 characters, at most 127"},
     /* missing required keys */
     {"description: A small valid scenario that each case breaks once.\n", "", DL_ERR_FORMAT,
@@ -704,7 +707,8 @@ static const bad_case bad_cases[] = {
     {"runs:\n  reference: {}\n  other: {data: {batch: 4}}\n", "", DL_ERR_FORMAT, "name: bad", 0,
      "missing required key 'runs'"},
     {"model:\n  - {type: linear, in: 4, out: 3}\n  - {type: relu}\n  - {type: linear, in: 3, "
-     "out: 2}\n", "", DL_ERR_FORMAT, "name: bad", 0,
+     "out: 2}\n",
+     "", DL_ERR_FORMAT, "name: bad", 0,
      "missing required key 'model': run 'reference' trains in the engine (only a run with "
      "trace: needs none)"},
     {"  reference: {}\n", "  reference: {trace: [a]}\n", DL_ERR_FORMAT, "a]", 0,
@@ -731,12 +735,12 @@ static const bad_case bad_cases[] = {
     {"kind: equivalence", "kind: metric_max", DL_ERR_INVALID, "other}", 0,
      "check kind 'metric_max' reads one run (a); remove b"},
     {"id: G1", "id: g1", DL_ERR_INVALID, "g1", 0, "'g1' is not a catalogue ID"},
-    {"true}}}\n", "true}}}\n  - {id: G1, caught_by: same, overrides: {seed: 1}}\n",
-     DL_ERR_INVALID, "G1, caught_by: same, overrides: {seed", 0, "duplicate pitfall name 'G1'"},
+    {"true}}}\n", "true}}}\n  - {id: G1, caught_by: same, overrides: {seed: 1}}\n", DL_ERR_INVALID,
+     "G1, caught_by: same, overrides: {seed", 0, "duplicate pitfall name 'G1'"},
     {"  other:", "  \"ot her\":", DL_ERR_INVALID, "\"ot her\"", 0,
      "run name 'ot her' may hold only letters, digits"},
-    {"overrides: {bugs: {no_zero_grad: true}}", "overrides: {}", DL_ERR_INVALID, "overrides: {}",
-     0, "pitfalls[0].overrides: is empty"},
+    {"overrides: {bugs: {no_zero_grad: true}}", "overrides: {}", DL_ERR_INVALID, "overrides: {}", 0,
+     "pitfalls[0].overrides: is empty"},
     {"b: other}", "b: other, tolerance: close(1e-5)}", DL_ERR_INVALID, "close(1e-5)", 0,
      "tolerance 'close(1e-5)': expected bitwise"},
     /* too many, too few */
@@ -748,8 +752,8 @@ static const bad_case bad_cases[] = {
      "  other: {}\n  r2: {}\n  r3: {}\n  r4: {}\n  r5: {}\n  r6: {}\n  r7: {}\n  r8: {}\n",
      DL_ERR_INVALID, "r8:", 0, "runs.r8: too many runs: at most 8"},
     /* settings that contradict each other */
-    {"{source: blobs,", "{source: tokens, min_len: 9, max_len: 3,", DL_ERR_INVALID,
-     "reference: {}", 0, "runs.reference: data.min_len 9 exceeds data.max_len 3"},
+    {"{source: blobs,", "{source: tokens, min_len: 9, max_len: 3,", DL_ERR_INVALID, "reference: {}",
+     0, "runs.reference: data.min_len 9 exceeds data.max_len 3"},
     {"lr: 0.1}", "lr: 0.1, nesterov: true}", DL_ERR_INVALID, "reference: {}", 0,
      "nesterov needs momentum > 0 and dampening 0"},
     {"steps: 4\n", "steps: 4\ncheckpoint: {at_step: 4}\n", DL_ERR_INVALID, "reference: {}", 0,
@@ -774,8 +778,8 @@ static void expect_bad(const bad_case *c, const char *text, size_t len) {
   char where[400];
   snprintf(where, sizeof where, "%s/scenario.yaml:%d:%d: ", dir, line, col);
   if (st != c->status || !strstr(msg, where) || !strstr(msg, c->words)) {
-    print_error("file:\n%s\nwant %s, '%s', '%s'\ngot  %s, '%s'\n", text,
-                dl_status_name(c->status), where, c->words, dl_status_name(st), msg);
+    print_error("file:\n%s\nwant %s, '%s', '%s'\ngot  %s, '%s'\n", text, dl_status_name(c->status),
+                where, c->words, dl_status_name(st), msg);
     fail();
   }
   assert_null(s);

@@ -21,12 +21,11 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *const scenario_names[] = {"grad_accum",     "amp_fp32",      "ddp_equiv",
-                                             "train_eval",     "ckpt_roundtrip", "frozen_params",
-                                             "nan_guard",      "determinism",
-                                             "backend_equiv",  "torch_conformance",
-                                             "gpt_text",       "gpt_accum",     "gpt_amp",
-                                             "gpt_ddp",        "gpt_ckpt"};
+static const char *const scenario_names[] = {"grad_accum",        "amp_fp32",       "ddp_equiv",
+                                             "train_eval",        "ckpt_roundtrip", "frozen_params",
+                                             "nan_guard",         "determinism",    "backend_equiv",
+                                             "torch_conformance", "gpt_text",       "gpt_accum",
+                                             "gpt_amp",           "gpt_ddp",        "gpt_ckpt"};
 enum { NSCENARIOS = sizeof scenario_names / sizeof *scenario_names };
 
 static bool caught_ids[128];
@@ -42,8 +41,7 @@ static void run_one(const char *name) {
   assert_non_null(make_tmp_dir(work, sizeof work, "dlcheck-test-XXXXXX"));
   dlc_scenario *s;
   if (dlc_scenario_load(&s, dir)) fail_msg("%s", dl_last_error());
-  dlc_exec_options o = {.root = DL_SOURCE_DIR, .backend = "cpu", .workdir = work,
-                        .pitfalls = true};
+  dlc_exec_options o = {.root = DL_SOURCE_DIR, .backend = "cpu", .workdir = work, .pitfalls = true};
   dlc_scenario_result r;
   if (dlc_scenario_execute(s, &o, &r)) fail_msg("%s: %s", name, dl_last_error());
   if (r.skipped[0]) { /* backend_equiv without a GPU: nothing ran, and it says why */
@@ -57,8 +55,8 @@ static void run_one(const char *name) {
   }
   for (int i = 0; i < r.nchecks; i++)
     if (r.checks[i].kind != DLC_PASS)
-      fail_msg("%s: check %s: %s: %s", name, r.checks[i].check,
-               dlc_verdict_name(r.checks[i].kind), r.checks[i].evidence);
+      fail_msg("%s: check %s: %s: %s", name, r.checks[i].check, dlc_verdict_name(r.checks[i].kind),
+               r.checks[i].evidence);
   if (!r.golden_present || r.golden.kind != DLC_PASS)
     fail_msg("%s: golden: %s", name, r.golden.evidence);
   assert_int_equal(r.npitfalls, s->nvariants);

@@ -107,8 +107,7 @@ static void kind_names_round_trip(void **state) {
   (void)state;
   dl_schedule_kind k;
   for (int i = 0; i < 3; i++) {
-    assert_int_equal(dl_schedule_kind_parse(dl_schedule_kind_name((dl_schedule_kind)i), &k),
-                     DL_OK);
+    assert_int_equal(dl_schedule_kind_parse(dl_schedule_kind_name((dl_schedule_kind)i), &k), DL_OK);
     assert_int_equal(k, i);
   }
   assert_int_equal(dl_schedule_kind_parse("linear", &k), DL_ERR_INVALID);

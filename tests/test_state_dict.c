@@ -42,8 +42,9 @@ typedef struct sample {
 
 static void make_sample(sample *s) {
   memset(s, 0, sizeof *s);
-  static const char *names[] = {"0.weight", "0.bias", "1.num_batches_tracked", "ids",
-                                "half", "brain", "4d", "empty"};
+  static const char *names[] = {"0.weight", "0.bias", "1.num_batches_tracked",
+                                "ids",      "half",   "brain",
+                                "4d",       "empty"};
   assert_int_equal(dl_tensor_f32(&s->t[0], 2, 3, 2, 0, 0, names[0]), DL_OK);
   assert_int_equal(dl_tensor_f32(&s->t[1], 1, 3, 0, 0, 0, names[1]), DL_OK);
   assert_int_equal(dl_tensor_alloc(&s->t[2], DL_I64, 0, NULL, names[2]), DL_OK);
@@ -127,11 +128,9 @@ static void groups_root_nested_and_several_per_file(void **state) {
   dl_h5_atomic a;
   assert_int_equal(dl_h5_atomic_create(&a, path), DL_OK);
   assert_int_equal(dl_state_write_group(a.file, path, "/", s.items, 2), DL_OK);
-  assert_int_equal(dl_state_write_group(a.file, path, "optimizer/state", s.items + 2, 2),
-                   DL_OK);
+  assert_int_equal(dl_state_write_group(a.file, path, "optimizer/state", s.items + 2, 2), DL_OK);
   /* the same group twice is refused, naming it */
-  assert_int_equal(dl_state_write_group(a.file, path, "optimizer/state", s.items, 1),
-                   DL_ERR_IO);
+  assert_int_equal(dl_state_write_group(a.file, path, "optimizer/state", s.items, 1), DL_ERR_IO);
   assert_non_null(strstr(dl_last_error(), "optimizer/state"));
   assert_int_equal(dl_h5_atomic_commit(&a), DL_OK);
 
@@ -259,7 +258,7 @@ static void ddp_module_prefix_is_recognised(void **state) {
   assert_false(r.module_prefix);
   char text[512];
   assert_null(strstr(dl_load_report_describe(&r, text, sizeof text), "module."
-                                                                      "' prefix"));
+                                                                     "' prefix"));
   dl_load_report_free(&r);
   dl_tensor_free(&w);
   dl_tensor_free(&b);
@@ -452,9 +451,14 @@ static void model_state_round_trip(void **state) {
   int n;
   assert_int_equal(dl_model_state_items(a, &items, &n), DL_OK);
   /* PyTorch's state_dict() order for the same nn.Sequential */
-  static const char *order[] = {"0.weight", "0.bias", "1.weight", "1.bias",
-                                "1.running_mean", "1.running_var",
-                                "1.num_batches_tracked", "3.body.0.weight",
+  static const char *order[] = {"0.weight",
+                                "0.bias",
+                                "1.weight",
+                                "1.bias",
+                                "1.running_mean",
+                                "1.running_var",
+                                "1.num_batches_tracked",
+                                "3.body.0.weight",
                                 "3.body.0.bias"};
   assert_int_equal(n, 9);
   for (int i = 0; i < n; i++) assert_string_equal(items[i].name, order[i]);
@@ -472,8 +476,7 @@ static void model_state_round_trip(void **state) {
     assert_same_tensor(&dl_model_param(a, i)->value, &dl_model_param(b, i)->value);
   for (int i = 0; i < dl_model_num_buffers(a); i++)
     assert_same_tensor(&dl_model_buffer(a, i)->value, &dl_model_buffer(b, i)->value);
-  assert_int_equal(*(int64_t *)dl_model_find_buffer(b, "1.num_batches_tracked")->value.data,
-                   42);
+  assert_int_equal(*(int64_t *)dl_model_find_buffer(b, "1.num_batches_tracked")->value.data, 42);
 
   /* a file of another architecture: the diagnosis names the differences */
   dl_layer_desc other = dl_layer_default(DL_LINEAR);
@@ -506,7 +509,8 @@ static void readable_by_h5py(void **state) {
   float w0 = dl_f32(&dl_model_param(m, 0)->value)[0];
   char cmd[2048];
   snprintf(cmd, sizeof cmd,
-           DL_PYTHON " -c \"import h5py, numpy as np, sys\n"
+           DL_PYTHON
+           " -c \"import h5py, numpy as np, sys\n"
            "g = h5py.File('%s', 'r')['model']\n"
            "keys = list(g.keys())\n"
            "assert keys == ['0.weight', '0.bias', '1.weight', '1.bias', '1.running_mean', "

@@ -81,8 +81,8 @@ static record *new_record(int64_t n, int64_t grain) {
 static void assert_each_index_once(record *r, int64_t n) {
   for (int64_t i = 0; i < n; i++)
     if (atomic_load(&r->hits[i]) != 1)
-      fail_msg("n=%lld grain=%lld: index %lld ran %d times", (long long)r->n,
-               (long long)r->grain, (long long)i, atomic_load(&r->hits[i]));
+      fail_msg("n=%lld grain=%lld: index %lld ran %d times", (long long)r->n, (long long)r->grain,
+               (long long)i, atomic_load(&r->hits[i]));
   for (int64_t i = n; i < MAX_N; i++) assert_int_equal(atomic_load(&r->hits[i]), 0);
 }
 
@@ -101,10 +101,8 @@ static int teardown(void **state) {
 static int default_in_child(const char *value) {
   pid_t pid = fork();
   if (pid == 0) {
-    if (value)
-      setenv("DL_NUM_THREADS", value, 1);
-    else
-      unsetenv("DL_NUM_THREADS");
+    if (value) setenv("DL_NUM_THREADS", value, 1);
+    else unsetenv("DL_NUM_THREADS");
     _exit(dl_get_num_threads());
   }
   int status = 0;

@@ -63,11 +63,29 @@ static void parse_accepts_the_three_rules(void **state) {
 
 static void parse_rejects_everything_else(void **state) {
   (void)state;
-  static const char *const bad[] = {
-      "", "Bitwise", "bitwise x", "exact", "ulp()", "ulp(-1)", "ulp(1.5)", "ulp(4294967297)",
-      "ulp(1e30)", "ulp(nan)", "ulp(4", "ulp(4) 5", "close(1e-5)", "close(1e-5,)",
-      "close(a, b)", "close(1, 2) x", "close(-1, 0)", "close(0, -1)", "close(inf, 0)",
-      "close(nan, 0)", "close(1, 2", "close(atol=1, rtol=2)", "close(rtol 1, 2)"};
+  static const char *const bad[] = {"",
+                                    "Bitwise",
+                                    "bitwise x",
+                                    "exact",
+                                    "ulp()",
+                                    "ulp(-1)",
+                                    "ulp(1.5)",
+                                    "ulp(4294967297)",
+                                    "ulp(1e30)",
+                                    "ulp(nan)",
+                                    "ulp(4",
+                                    "ulp(4) 5",
+                                    "close(1e-5)",
+                                    "close(1e-5,)",
+                                    "close(a, b)",
+                                    "close(1, 2) x",
+                                    "close(-1, 0)",
+                                    "close(0, -1)",
+                                    "close(inf, 0)",
+                                    "close(nan, 0)",
+                                    "close(1, 2",
+                                    "close(atol=1, rtol=2)",
+                                    "close(rtol 1, 2)"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     dlc_tolerance t = {DLC_TOL_ULP, 99, 7, 7};
     dl_status s = dlc_tolerance_parse(bad[i], &t);
@@ -88,7 +106,8 @@ static void describe_names_the_rule(void **state) {
   t = ulp_rule(4);
   assert_string_equal(dlc_tolerance_describe(&t, buf, sizeof buf), "ulp(4)");
   t = dlc_tolerance_default(DL_F32);
-  assert_string_equal(dlc_tolerance_describe(&t, buf, sizeof buf), "close(rtol=1.3e-06, atol=1e-05)");
+  assert_string_equal(dlc_tolerance_describe(&t, buf, sizeof buf),
+                      "close(rtol=1.3e-06, atol=1e-05)");
   assert_ptr_equal(dlc_tolerance_describe(&t, buf, 8), buf);
   assert_string_equal(buf, "close(r"); /* cut, never overrun */
 }
@@ -134,9 +153,7 @@ static void ulp_distance_counts_floats_between(void **state) {
 
 /* ---- the three rules on floats ----------------------------------------------------- */
 
-static bool ok_f32(float a, float b, dlc_tolerance t) {
-  return dlc_compare_f32(&a, &b, 1, &t).ok;
-}
+static bool ok_f32(float a, float b, dlc_tolerance t) { return dlc_compare_f32(&a, &b, 1, &t).ok; }
 
 static void bitwise_means_the_same_bits(void **state) {
   (void)state;
@@ -196,7 +213,7 @@ static void diff_reports_first_failure_and_maxima(void **state) {
   assert_int_equal(d.first_bad, 1);
   assert_true(d.a_at_first == 2.0 && d.b_at_first == 2.5);
   assert_true(d.max_abs == 4.0);
-  assert_true(isinf(d.max_rel)); /* 1 against a reference of 0 */
+  assert_true(isinf(d.max_rel));           /* 1 against a reference of 0 */
   assert_int_equal(d.max_ulp, 0x3f800000); /* 1 against 0 */
   char buf[256];
   dlc_diff_describe(&d, &t, buf, sizeof buf);

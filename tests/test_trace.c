@@ -177,7 +177,8 @@ static void layer_stats_are_copied(void **state) {
   assert_int_equal(dlc_trace_push_stats(&t, 7, 2, layers, (const double(*)[DLC_STAT_COUNT])st),
                    DL_OK);
   st[1][DLC_STAT_FRAC_ZERO] = 0.75;
-  assert_int_equal(dlc_trace_push_stats(&t, 9, 1, layers + 1, (const double(*)[DLC_STAT_COUNT])(st + 1)),
+  assert_int_equal(dlc_trace_push_stats(&t, 9, 1, layers + 1,
+                                        (const double(*)[DLC_STAT_COUNT])(st + 1)),
                    DL_OK);
   assert_int_equal(dlc_trace_push_stats(&t, 10, 0, NULL, NULL), DL_OK);
   assert_int_equal(t.nstats, 3);

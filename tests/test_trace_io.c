@@ -71,8 +71,8 @@ static double bits_f64(uint64_t u) {
 
 /* ---- a trace exercising every part and every awkward value ------------------- */
 
-static void add_final(dlc_trace *t, const char *name, dl_dtype dt, int ndim,
-                      const int64_t *shape, const void *bytes) {
+static void add_final(dlc_trace *t, const char *name, dl_dtype dt, int ndim, const int64_t *shape,
+                      const void *bytes) {
   dl_tensor x = {0};
   assert_int_equal(dl_tensor_alloc(&x, dt, ndim, shape, name), DL_OK);
   if (x.numel) memcpy(x.data, bytes, dl_tensor_bytes(&x));
@@ -82,8 +82,12 @@ static void add_final(dlc_trace *t, const char *name, dl_dtype dt, int ndim,
 
 static void add_finals(dlc_trace *t) {
   const int64_t s23[2] = {2, 3}, s3[1] = {3}, s2[1] = {2}, s0[2] = {0, 3}, s4d[4] = {1, 2, 1, 2};
-  const uint32_t w[6] = {0x3f800000u, 0x80000000u /* -0 */, 0x7fc01234u /* NaN payload */,
-                         0x00000003u /* denormal */, 0x7f800000u /* inf */, 0xbe99999au};
+  const uint32_t w[6] = {0x3f800000u,
+                         0x80000000u /* -0 */,
+                         0x7fc01234u /* NaN payload */,
+                         0x00000003u /* denormal */,
+                         0x7f800000u /* inf */,
+                         0xbe99999au};
   const int64_t count = 123456789012345LL;
   const uint16_t half[3] = {0x3c00, 0xc000, 0x7bff}, brain[2] = {0x3f80, 0xc0a0};
   const int32_t ids[3] = {-7, 0, 1000000};
@@ -106,8 +110,8 @@ static void make_trace(dlc_trace *t) {
   strcpy(t->backend, "cpu");
   t->seed = UINT64_MAX;
   t->scenario_hash = 0x0123456789abcdefULL;
-  const double loss[6] = {2.5, 1.0 / 3.0, -0.0, bits_f64(0x7ff8000000000abcULL), INFINITY,
-                          bits_f64(1) /* denormal */};
+  const double loss[6] = {2.5,      1.0 / 3.0,  -0.0, bits_f64(0x7ff8000000000abcULL),
+                          INFINITY, bits_f64(1) /* denormal */};
   for (int i = 0; i < 6; i++) {
     assert_int_equal(dlc_trace_push(t, "loss", loss[i]), DL_OK);
     assert_int_equal(dlc_trace_push(t, "lr", 0.1 * i), DL_OK);
@@ -129,7 +133,8 @@ static void make_trace(dlc_trace *t) {
   dl_tensor_free(&b);
 
   const char *layers[3] = {"0 (linear)", "1 (relu)", "2 (linear)"};
-  double st[3][DLC_STAT_COUNT] = {{0.5, 1, -2, 3, 0, 0}, {0.25, 0.5, 0, 3, 0.5, 0},
+  double st[3][DLC_STAT_COUNT] = {{0.5, 1, -2, 3, 0, 0},
+                                  {0.25, 0.5, 0, 3, 0.5, 0},
                                   {NAN, NAN, -INFINITY, INFINITY, 0, 7}};
   assert_int_equal(dlc_trace_push_stats(t, 0, 3, layers, (const double(*)[DLC_STAT_COUNT])st),
                    DL_OK);
@@ -519,9 +524,9 @@ static void edited_kind_is_refused(void **state) {
 
 static void missing_parts_are_named(void **state) {
   (void)state;
-  static const char *const parts[] = {"/series", "/digests", "/digests/values", "/stats",
-                                      "/stats/1/layers", "/finals", "/metrics/names",
-                                      "/notes/texts", "/tolerances/rules"};
+  static const char *const parts[] = {"/series",        "/digests",        "/digests/values",
+                                      "/stats",         "/stats/1/layers", "/finals",
+                                      "/metrics/names", "/notes/texts",    "/tolerances/rules"};
   for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
     const char *path = saved_trace("parts.h5", true);
     hid_t f = open_rw(path);
@@ -918,8 +923,7 @@ static void readable_by_h5py(void **state) {
   }
   const char *path = saved_trace("h5py.h5", true);
   char cmd[1024], out[16384];
-  snprintf(cmd, sizeof cmd, DL_PYTHON " %s/tests/h5py_read_trace.py %s 2>&1",
-           DL_SOURCE_DIR, path);
+  snprintf(cmd, sizeof cmd, DL_PYTHON " %s/tests/h5py_read_trace.py %s 2>&1", DL_SOURCE_DIR, path);
   FILE *p = popen(cmd, "r");
   assert_non_null(p);
   size_t n = fread(out, 1, sizeof out - 1, p);
@@ -927,15 +931,25 @@ static void readable_by_h5py(void **state) {
   int rc = pclose(p);
   if (rc != 0) fail_msg("h5py_read_trace.py failed:\n%s", out);
   static const char *const expected[] = {
-      "kind golden", "seed 18446744073709551615", "scenario_hash 0x0123456789abcdef",
-      "series/grad/norm float64 (1,)", "series/100% float64 (1,)",
+      "kind golden",
+      "seed 18446744073709551615",
+      "scenario_hash 0x0123456789abcdef",
+      "series/grad/norm float64 (1,)",
+      "series/100% float64 (1,)",
       "digests ['param/0.weight', 'grad/0.weight'] (3, 2)",
       ("stats/1 step 5 layers ['0 (linear)', '1 (relu)'] columns ['mean', 'std', 'min', "
        "'max', 'frac_zero', 'nonfinite']"),
-      "finals/param/0.weight float32 (2, 3)", "finals/buffer/1.num_batches_tracked int64 ()",
-      "finals/. float32 (2,)", "finals/a/b float32 (2,)", "finals/a%2Fb float32 (2,)",
-      "metric peak_bytes 1000000000.0", "note long 4999 chars", "note utf8 17 chars",
-      "env 19 keys", "tolerance param/0.weight ulp(4)", "\nok\n"};
+      "finals/param/0.weight float32 (2, 3)",
+      "finals/buffer/1.num_batches_tracked int64 ()",
+      "finals/. float32 (2,)",
+      "finals/a/b float32 (2,)",
+      "finals/a%2Fb float32 (2,)",
+      "metric peak_bytes 1000000000.0",
+      "note long 4999 chars",
+      "note utf8 17 chars",
+      "env 19 keys",
+      "tolerance param/0.weight ulp(4)",
+      "\nok\n"};
   for (size_t i = 0; i < sizeof expected / sizeof *expected; i++)
     if (!strstr(out, expected[i])) fail_msg("h5py output lacks '%s':\n%s", expected[i], out);
 }

@@ -12,7 +12,7 @@
  * ratio allowed/needed under a close() rule. */
 typedef struct need {
   double max_abs, max_rel, max_ulp, width;
-  bool rel_infinite;  /* a repeat moved where the reference is 0 */
+  bool rel_infinite; /* a repeat moved where the reference is 0 */
 } need;
 
 static void need_series(const dlc_envelope_series *es, const dlc_series *ref, need *n) {
@@ -57,8 +57,9 @@ static void print_row(FILE *out, const char *name, const need *n, const char *ru
   if (!rule) snprintf(mtext, sizeof mtext, "-");
   else if (isinf(m)) snprintf(mtext, sizeof mtext, "holds (repeats identical)");
   else if (m == 0) snprintf(mtext, sizeof mtext, "FAILS the repeats");
-  else snprintf(mtext, sizeof mtext, "%s%.3g x%s", bound ? ">= " : "", m,
-                m < 1 ? ": FAILS the repeats" : "");
+  else
+    snprintf(mtext, sizeof mtext, "%s%.3g x%s", bound ? ">= " : "", m,
+             m < 1 ? ": FAILS the repeats" : "");
   fprintf(out, "%-28s %-10.3g %-12s %-18s %-18s %-22s %s\n", name, n->width, ulp, close_rel,
           close_abs, rule ? rule : "-", mtext);
 }
@@ -66,8 +67,8 @@ static void print_row(FILE *out, const char *name, const need *n, const char *ru
 void dlc_envelope_recommend(const dlc_envelope *e, const dlc_trace *ref,
                             const char *(*rule_of)(const void *user, const char *quantity),
                             const void *user, FILE *out) {
-  fprintf(out, "calibration: %d repeats (%s), gate widened %g times\n", e->repeats,
-          e->perturbation, e->widen);
+  fprintf(out, "calibration: %d repeats (%s), gate widened %g times\n", e->repeats, e->perturbation,
+          e->widen);
   fprintf(out, "%-28s %-10s %-12s %-18s %-18s %-22s %s\n", "quantity", "width", "tightest",
           "tightest", "tightest", "current rule", "margin of the current rule");
   for (int k = 0; k < e->nseries; k++) {
@@ -78,13 +79,15 @@ void dlc_envelope_recommend(const dlc_envelope *e, const dlc_trace *ref,
     const char *rule = rule_of ? rule_of(user, e->series[k].name) : NULL;
     dlc_tolerance t;
     bool ok = rule && dlc_tolerance_parse(rule, &t) == DL_OK;
-    print_row(out, e->series[k].name, &n, ok ? rule : NULL, ok ? margin(&t, &n, &e->series[k], r) : 0,
-              false);
+    print_row(out, e->series[k].name, &n, ok ? rule : NULL,
+              ok ? margin(&t, &n, &e->series[k], r) : 0, false);
   }
   for (int k = 0; k < e->nfinals; k++) {
     const dlc_envelope_final *f = &e->finals[k];
-    need n = {.max_abs = f->v[DLC_FIN_SPREAD], .max_rel = f->v[DLC_FIN_MAX_REL],
-              .max_ulp = f->v[DLC_FIN_MAX_ULP], .width = f->v[DLC_FIN_SPREAD],
+    need n = {.max_abs = f->v[DLC_FIN_SPREAD],
+              .max_rel = f->v[DLC_FIN_MAX_REL],
+              .max_ulp = f->v[DLC_FIN_MAX_ULP],
+              .width = f->v[DLC_FIN_SPREAD],
               .rel_infinite = isinf(f->v[DLC_FIN_MAX_REL])};
     const char *rule = rule_of ? rule_of(user, f->name) : NULL;
     dlc_tolerance t;

@@ -7,12 +7,12 @@
 #include <stdbool.h>
 
 typedef struct dlc_pitfall_entry {
-  const char *id;       /* "G1" */
-  const char *mistake;  /* what the pipeline does wrong */
-  const char *effect;   /* what goes wrong because of it */
-  const char *fix;      /* the PyTorch line that fixes it, for reports */
-  const char *caught;   /* which scenario and check catch it */
-  bool cpu;             /* reproducible on the CPU backend (not E1-E3, N4) */
+  const char *id;      /* "G1" */
+  const char *mistake; /* what the pipeline does wrong */
+  const char *effect;  /* what goes wrong because of it */
+  const char *fix;     /* the PyTorch line that fixes it, for reports */
+  const char *caught;  /* which scenario and check catch it */
+  bool cpu;            /* reproducible on the CPU backend (not E1-E3, N4) */
 } dlc_pitfall_entry;
 
 int dlc_catalogue_count(void);

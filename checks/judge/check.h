@@ -10,36 +10,34 @@ enum { DLC_MAX_QUANTITIES = 8 };
 
 /* One check as a scenario (or an audit) asks for it. */
 typedef struct dlc_check_spec {
-  char name[DLC_NAME_MAX];   /* as written in the scenario: "params_match" */
-  char kind[DLC_NAME_MAX];   /* registered check kind: "equivalence", ... */
-  char a[DLC_NAME_MAX];      /* run names the check reads ("" unused) */
+  char name[DLC_NAME_MAX]; /* as written in the scenario: "params_match" */
+  char kind[DLC_NAME_MAX]; /* registered check kind: "equivalence", ... */
+  char a[DLC_NAME_MAX];    /* run names the check reads ("" unused) */
   char b[DLC_NAME_MAX];
   char quantities[DLC_MAX_QUANTITIES][DLC_NAME_MAX]; /* "loss", "params", "buffers", ... */
   int nquantities;
   dlc_tolerance tol;
-  double threshold;          /* for detector checks (ratios, fractions) */
-  bool expect_divergence;    /* a difference is expected and reported (G5) */
-  char reason[512];          /* not_tested: what could not be tested, and why */
+  double threshold;       /* for detector checks (ratios, fractions) */
+  bool expect_divergence; /* a difference is expected and reported (G5) */
+  char reason[512];       /* not_tested: what could not be tested, and why */
   /* Catalogue IDs a failure of this check is evidence of (an audit of a
    * team's code names its findings so): reports name them with the fix. */
   char catalogue[DLC_MAX_CATALOGUE][DLC_CATALOGUE_ID_MAX];
   int ncatalogue;
 } dlc_check_spec;
 
-
 /* traces[i] is the trace of run i of the scenario (same order as
  * scenario->runs); a check finds its runs a/b by name with
  * dlc_check_find_trace. Fills *out (already initialised with the check's
  * name); returns DL_OK even when the verdict is FAIL: an error return means
  * the check could not run. */
-typedef dl_status (*dlc_check_fn)(const dlc_check_spec *spec,
-                                  const dlc_trace *traces, int ntraces,
+typedef dl_status (*dlc_check_fn)(const dlc_check_spec *spec, const dlc_trace *traces, int ntraces,
                                   dlc_verdict *out);
 
 typedef struct dlc_check_kind {
-  const char *kind;   /* "equivalence" */
-  const char *doc;    /* one line for `dlcheck list --checks` and errors */
-  int runs;           /* the runs it reads: 2 (a and b), 1 (a) or 0 (none) */
+  const char *kind; /* "equivalence" */
+  const char *doc;  /* one line for `dlcheck list --checks` and errors */
+  int runs;         /* the runs it reads: 2 (a and b), 1 (a) or 0 (none) */
   dlc_check_fn fn;
 } dlc_check_kind;
 

@@ -13,7 +13,7 @@
 
 typedef struct worst {
   bool ok;
-  int64_t step;           /* first diverging step over the series */
+  int64_t step; /* first diverging step over the series */
   char what[DLC_NAME_MAX];
   double max_abs, max_rel;
   uint64_t max_ulp;
@@ -132,8 +132,8 @@ dl_status dlc_check_equivalence(const dlc_check_spec *spec, const dlc_trace *tra
   dlc_tolerance_describe(&spec->tol, tol, sizeof tol);
   if (w.ok) {
     v->kind = DLC_PASS;
-    dlc_evidence(v, "%s and %s agree within %s (max abs %.3g, max rel %.3g, %llu ulp).",
-                 b->run, a->run, tol, w.max_abs, w.max_rel, (unsigned long long)w.max_ulp);
+    dlc_evidence(v, "%s and %s agree within %s (max abs %.3g, max rel %.3g, %llu ulp).", b->run,
+                 a->run, tol, w.max_abs, w.max_rel, (unsigned long long)w.max_ulp);
     return DL_OK;
   }
   v->kind = spec->expect_divergence ? DLC_EXPECTED_DIVERGENCE : DLC_FAIL;

@@ -40,7 +40,12 @@ static void name_stalled(const dlc_trace *t, const char *param, double change, i
   double rg = flag(t, "requires_grad", param), opt = flag(t, "in_optimizer", param);
   dlc_evidence(v, "%s %s (relative change %.3g, requires_grad=%s, in optimizer=%s); ", param,
                change == 0 ? "never changed" : "barely changed", change,
-               rg < 0 ? "?" : rg ? "true" : "false", opt < 0 ? "?" : opt ? "true" : "false");
+               rg < 0 ? "?"
+               : rg   ? "true"
+                      : "false",
+               opt < 0 ? "?"
+               : opt   ? "true"
+                       : "false");
 }
 
 dl_status dlc_check_frozen(const dlc_check_spec *spec, const dlc_trace *traces, int n,
@@ -82,8 +87,8 @@ dl_status dlc_check_frozen(const dlc_check_spec *spec, const dlc_trace *traces, 
     dlc_evidence(v, "all %d parameter tensors of %s trained (median relative change %.3g). ", m,
                  a->run, median);
   else
-    dlc_evidence(v, "%d of %d parameter tensors stalled (median relative change %.3g). ",
-                 stalled, m, median);
+    dlc_evidence(v, "%d of %d parameter tensors stalled (median relative change %.3g). ", stalled,
+                 m, median);
   double top;
   if (dlc_trace_metric(a, "eval_top_class_fraction", &top))
     dlc_evidence(v, "Predictions: the most frequent class takes %.1f%% of the evaluation set.",

@@ -10,8 +10,8 @@ static dl_status metric_of(const dlc_check_spec *spec, const dlc_trace *t, doubl
   if (spec->nquantities < 1)
     return dl_fail(DL_ERR_INVALID, "check %s: name the metric in quantities", spec->name);
   if (!dlc_trace_metric(t, spec->quantities[0], v))
-    return dl_fail(DL_ERR_INVALID, "check %s: run %s recorded no metric '%s'", spec->name,
-                   t->run, spec->quantities[0]);
+    return dl_fail(DL_ERR_INVALID, "check %s: run %s recorded no metric '%s'", spec->name, t->run,
+                   spec->quantities[0]);
   return DL_OK;
 }
 
@@ -20,8 +20,8 @@ static void quote_note(const dlc_check_spec *spec, const dlc_trace *t, dlc_verdi
   if (note) dlc_evidence(v, " %s", note);
 }
 
-static dl_status bound(const dlc_check_spec *spec, const dlc_trace *traces, int n,
-                       dlc_verdict *v, bool is_max) {
+static dl_status bound(const dlc_check_spec *spec, const dlc_trace *traces, int n, dlc_verdict *v,
+                       bool is_max) {
   const dlc_trace *a, *b;
   DL_TRY(dlc_check_runs(spec, traces, n, false, &a, &b));
   double x;

@@ -16,7 +16,7 @@ dl_status dlc_check_not_tested(const dlc_check_spec *, const dlc_trace *, int, d
 void dlc_evidence(dlc_verdict *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The traces of runs a (and b, if two is set); an error verdict names the
  * missing run. */
-dl_status dlc_check_runs(const dlc_check_spec *spec, const dlc_trace *traces, int n,
-                         bool two, const dlc_trace **a, const dlc_trace **b);
+dl_status dlc_check_runs(const dlc_check_spec *spec, const dlc_trace *traces, int n, bool two,
+                         const dlc_trace **a, const dlc_trace **b);
 
 #endif

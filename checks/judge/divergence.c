@@ -34,8 +34,8 @@ static const double *layer_row(const dlc_layer_stats *s, const char *name) {
 
 /* Layers in a's recording order (forward, then backward as it ran);
  * names b lacks count as divergent. */
-static bool first_in(const dlc_tolerance *tol, const dlc_layer_stats *sa,
-                     const dlc_layer_stats *sb, const char *ra, const char *rb, dlc_verdict *v) {
+static bool first_in(const dlc_tolerance *tol, const dlc_layer_stats *sa, const dlc_layer_stats *sb,
+                     const char *ra, const char *rb, dlc_verdict *v) {
   for (int l = 0; l < sa->nlayers; l++) {
     const double *row = layer_row(sb, sa->layer[l]);
     dlc_diff d = {.first_bad = 0};
@@ -65,8 +65,10 @@ bool dlc_first_divergent_layer(const dlc_tolerance *tol, const dlc_trace *a, con
     if (!sa || !sb) continue;
     if (first_in(tol, sa, sb, a->run, b->run, v)) {
       if (s > step)
-        dlc_evidence(v, "(No layer output differed at step %lld: the parameters changed "
-                     "outside the layers, in the optimizer step or an edit.) ", (long long)step);
+        dlc_evidence(v,
+                     "(No layer output differed at step %lld: the parameters changed "
+                     "outside the layers, in the optimizer step or an edit.) ",
+                     (long long)step);
       return true;
     }
     seen[nseen++] = s;
@@ -76,9 +78,9 @@ bool dlc_first_divergent_layer(const dlc_tolerance *tol, const dlc_trace *a, con
     dlc_evidence(v, "No layer's statistics differ at steps %lld-%lld under the rule. ",
                  (long long)seen[0], (long long)seen[1]);
   else if (nseen == 1)
-    dlc_evidence(v, "No layer's statistics differ at step %lld under the rule (the only one of "
-                 "%lld-%lld both recorded). ", (long long)seen[0], (long long)step,
-                 (long long)step + 1);
+    dlc_evidence(v,
+                 "No layer's statistics differ at step %lld under the rule (the only one of "
+                 "%lld-%lld both recorded). ",
+                 (long long)seen[0], (long long)step, (long long)step + 1);
   return false;
 }
-

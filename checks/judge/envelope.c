@@ -46,9 +46,10 @@ static dl_status repeats_of(const dlc_trace *runs, int n, const dlc_series *s,
   for (int i = 1; i < n; i++) {
     rep[i] = dlc_trace_series(&runs[i], s->name);
     if (!rep[i] || rep[i]->n != s->n)
-      return dl_fail(DL_ERR_INVALID, "envelope: repeat %d (%s) %s series %s: the repeats "
-                     "must be the same run", i, runs[i].run, rep[i] ? "has another length of"
-                     : "lacks", s->name);
+      return dl_fail(DL_ERR_INVALID,
+                     "envelope: repeat %d (%s) %s series %s: the repeats "
+                     "must be the same run",
+                     i, runs[i].run, rep[i] ? "has another length of" : "lacks", s->name);
   }
   return DL_OK;
 }
@@ -89,9 +90,10 @@ static dl_status build_finals(const dlc_trace *runs, int n, dlc_envelope *e) {
       const dl_tensor *o = dlc_trace_final(&runs[i], f->name);
       dlc_diff d = o ? dlc_compare_tensors(o, &ref->finals[k].t, &exact) : (dlc_diff){.n = -1};
       if (d.n < 0)
-        return dl_fail(DL_ERR_INVALID, "envelope: repeat %d (%s) %s final tensor %s: the "
-                       "repeats must be the same run", i, runs[i].run,
-                       o ? "has another shape or dtype of" : "lacks", f->name);
+        return dl_fail(DL_ERR_INVALID,
+                       "envelope: repeat %d (%s) %s final tensor %s: the "
+                       "repeats must be the same run",
+                       i, runs[i].run, o ? "has another shape or dtype of" : "lacks", f->name);
       f->v[DLC_FIN_SPREAD] = fmax(f->v[DLC_FIN_SPREAD], d.max_abs);
       f->v[DLC_FIN_MAX_REL] = fmax(f->v[DLC_FIN_MAX_REL], d.max_rel);
       f->v[DLC_FIN_MAX_ULP] = fmax(f->v[DLC_FIN_MAX_ULP], (double)d.max_ulp);
@@ -101,15 +103,16 @@ static dl_status build_finals(const dlc_trace *runs, int n, dlc_envelope *e) {
   return DL_OK;
 }
 
-dl_status dlc_envelope_build(const dlc_trace *runs, int n, double widen,
-                             const char *perturbation, dlc_envelope *out) {
+dl_status dlc_envelope_build(const dlc_trace *runs, int n, double widen, const char *perturbation,
+                             dlc_envelope *out) {
   memset(out, 0, sizeof *out);
   if (n < DLC_ENVELOPE_MIN_REPEATS)
-    return dl_fail(DL_ERR_INVALID, "envelope: %d repeats given; at least %d are needed for a "
-                   "spread worth the name", n, DLC_ENVELOPE_MIN_REPEATS);
+    return dl_fail(DL_ERR_INVALID,
+                   "envelope: %d repeats given; at least %d are needed for a "
+                   "spread worth the name",
+                   n, DLC_ENVELOPE_MIN_REPEATS);
   if (!(widen >= 1.0) || !isfinite(widen))
-    return dl_fail(DL_ERR_INVALID, "envelope: widening factor %g; it must be a number >= 1",
-                   widen);
+    return dl_fail(DL_ERR_INVALID, "envelope: widening factor %g; it must be a number >= 1", widen);
   out->repeats = n;
   out->widen = widen;
   snprintf(out->perturbation, sizeof out->perturbation, "%s", perturbation ? perturbation : "");
@@ -122,10 +125,10 @@ dl_status dlc_envelope_build(const dlc_trace *runs, int n, double widen,
 /* ---- the gate ------------------------------------------------------------------ */
 
 typedef struct outside {
-  double worst;            /* largest distance seen */
+  double worst; /* largest distance seen */
   char worst_what[DLC_NAME_MAX];
   int64_t worst_step;
-  int64_t first_step;      /* first step outside (-1: none, or a final tensor) */
+  int64_t first_step; /* first step outside (-1: none, or a final tensor) */
   char first_what[DLC_NAME_MAX];
   bool failed;
 } outside;
@@ -194,8 +197,8 @@ dlc_envelope_distance dlc_envelope_series_distance(const dlc_envelope_series *es
 
 /* The final tensor's largest |x - reference| and its distance; d->n < 0
  * where it cannot be compared. */
-static double final_distance(const dlc_envelope_final *f, const dlc_trace *ref,
-                             const dlc_trace *t, dlc_diff *d) {
+static double final_distance(const dlc_envelope_final *f, const dlc_trace *ref, const dlc_trace *t,
+                             dlc_diff *d) {
   dlc_tolerance exact = dlc_tolerance_bitwise();
   const dl_tensor *x = dlc_trace_final(t, f->name), *r = dlc_trace_final(ref, f->name);
   *d = x && r ? dlc_compare_tensors(x, r, &exact) : (dlc_diff){.n = -1};
@@ -203,14 +206,13 @@ static double final_distance(const dlc_envelope_final *f, const dlc_trace *ref,
   return distance(d->max_abs, 0, fmax(f->v[DLC_FIN_SPREAD], ulp32(max_magnitude(r))));
 }
 
-dlc_envelope_distance dlc_envelope_final_distance(const dlc_envelope_final *f,
-                                                  const dlc_trace *ref, const dlc_trace *t) {
+dlc_envelope_distance dlc_envelope_final_distance(const dlc_envelope_final *f, const dlc_trace *ref,
+                                                  const dlc_trace *t) {
   dlc_diff d;
   return (dlc_envelope_distance){.distance = final_distance(f, ref, t, &d), .step = -1};
 }
 
-static void check_series(const dlc_envelope *e, const dlc_trace *t, outside *o,
-                         dlc_verdict *v) {
+static void check_series(const dlc_envelope *e, const dlc_trace *t, outside *o, dlc_verdict *v) {
   for (int k = 0; k < e->nseries; k++) {
     const dlc_envelope_series *es = &e->series[k];
     const dlc_series *s = dlc_trace_series(t, es->name);
@@ -226,9 +228,11 @@ static void check_series(const dlc_envelope *e, const dlc_trace *t, outside *o,
       note(o, d, e->widen, es->name, i);
       if (d > e->widen && !told) {
         told = true;
-        dlc_evidence(v, "%s leaves the envelope at step %lld: %.9g vs [%.9g, %.9g] (mean %.9g, "
-                     "std %.3g), %.3g half-widths from its centre. ", es->name, (long long)i,
-                     s->v[i], b[DLC_ENV_MIN], b[DLC_ENV_MAX], b[DLC_ENV_MEAN], b[DLC_ENV_STD], d);
+        dlc_evidence(v,
+                     "%s leaves the envelope at step %lld: %.9g vs [%.9g, %.9g] (mean %.9g, "
+                     "std %.3g), %.3g half-widths from its centre. ",
+                     es->name, (long long)i, s->v[i], b[DLC_ENV_MIN], b[DLC_ENV_MAX],
+                     b[DLC_ENV_MEAN], b[DLC_ENV_STD], d);
       }
     }
   }
@@ -244,8 +248,11 @@ static void check_finals(const dlc_envelope *e, const dlc_trace *ref, const dlc_
     note(o, dist, e->widen, f->name, -1);
     if (dist <= e->widen || bad++) continue;
     if (d.n < 0) dlc_evidence(v, "%s: missing, or another shape or dtype. ", f->name);
-    else dlc_evidence(v, "%s is %.3g from the reference at most; the repeats spread %.3g "
-                      "(%.3g times). ", f->name, d.max_abs, f->v[DLC_FIN_SPREAD], dist);
+    else
+      dlc_evidence(v,
+                   "%s is %.3g from the reference at most; the repeats spread %.3g "
+                   "(%.3g times). ",
+                   f->name, d.max_abs, f->v[DLC_FIN_SPREAD], dist);
   }
   if (bad > 1) dlc_evidence(v, "%d of %d final tensors outside. ", bad, e->nfinals);
 }
@@ -264,8 +271,10 @@ dl_status dlc_envelope_check(const dlc_envelope *e, const dlc_trace *ref, const 
   snprintf(v->tensor, sizeof v->tensor, "%s", o.failed ? o.first_what : "");
   char at[48] = "";
   if (o.worst_step >= 0) snprintf(at, sizeof at, " at step %lld", (long long)o.worst_step);
-  dlc_evidence(v, "%s the envelope of %d repeats (%s) widened %g times: largest distance %.3g "
-               "half-widths, in %s%s.", o.failed ? "Outside" : "Within", e->repeats,
-               e->perturbation, e->widen, o.worst, o.worst_what, at);
+  dlc_evidence(v,
+               "%s the envelope of %d repeats (%s) widened %g times: largest distance %.3g "
+               "half-widths, in %s%s.",
+               o.failed ? "Outside" : "Within", e->repeats, e->perturbation, e->widen, o.worst,
+               o.worst_what, at);
   return DL_OK;
 }

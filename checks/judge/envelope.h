@@ -39,8 +39,8 @@ extern const char *const dlc_envelope_final_columns[DLC_FIN_COLS];
 
 typedef struct dlc_envelope_series {
   char name[DLC_NAME_MAX];
-  int64_t n;                  /* steps */
-  double (*v)[DLC_ENV_COLS];  /* n rows */
+  int64_t n;                 /* steps */
+  double (*v)[DLC_ENV_COLS]; /* n rows */
 } dlc_envelope_series;
 
 typedef struct dlc_envelope_final {
@@ -49,7 +49,7 @@ typedef struct dlc_envelope_final {
 } dlc_envelope_final;
 
 typedef struct dlc_envelope {
-  int repeats;          /* 0: none (a single golden) */
+  int repeats; /* 0: none (a single golden) */
   double widen;
   char perturbation[512]; /* what varied between the repeats */
   dlc_envelope_series *series;
@@ -64,8 +64,8 @@ void dlc_envelope_free(dlc_envelope *e); /* leaves it empty; safe on empty */
  * every series and final tensor of the reference. DL_ERR_INVALID naming
  * the repeat and quantity if a repeat lacks one or has another length or
  * shape (the repeats must be the same run). */
-dl_status dlc_envelope_build(const dlc_trace *runs, int n, double widen,
-                             const char *perturbation, dlc_envelope *out);
+dl_status dlc_envelope_build(const dlc_trace *runs, int n, double widen, const char *perturbation,
+                             dlc_envelope *out);
 
 /* The gate: t against the envelope (ref: the golden's reference trace).
  * v gets PASS/FAIL, the first step and quantity outside, and v->value the
@@ -91,8 +91,8 @@ typedef struct dlc_envelope_distance {
 } dlc_envelope_distance;
 dlc_envelope_distance dlc_envelope_series_distance(const dlc_envelope_series *es,
                                                    const dlc_trace *t);
-dlc_envelope_distance dlc_envelope_final_distance(const dlc_envelope_final *f,
-                                                  const dlc_trace *ref, const dlc_trace *t);
+dlc_envelope_distance dlc_envelope_final_distance(const dlc_envelope_final *f, const dlc_trace *ref,
+                                                  const dlc_trace *t);
 
 /* Per quantity, the tightest ulp(n) and close() rules every repeat meets
  * against the reference, and the margin of the current rule (rule_of

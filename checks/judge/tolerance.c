@@ -11,7 +11,8 @@ dlc_tolerance dlc_tolerance_default(dl_dtype dt) {
   switch (dt) {
   case DL_F16: return (dlc_tolerance){DLC_TOL_CLOSE, 0, 1e-3, 1e-5};
   case DL_BF16: return (dlc_tolerance){DLC_TOL_CLOSE, 0, 1.6e-2, 1e-5};
-  case DL_I32: case DL_I64: return dlc_tolerance_bitwise();
+  case DL_I32:
+  case DL_I64: return dlc_tolerance_bitwise();
   case DL_F32: break;
   }
   return (dlc_tolerance){DLC_TOL_CLOSE, 0, 1.3e-6, 1e-5};
@@ -54,8 +55,8 @@ dl_status dlc_tolerance_parse(const char *text, dlc_tolerance *out) {
     *out = dlc_tolerance_bitwise();
     return DL_OK;
   }
-  if (strncmp(p, "ulp(", 4) == 0 && (p = parse_number(p + 4, &a, ')')) &&
-      *skip_space(p) == '\0' && a == floor(a) && a <= max_ulp) {
+  if (strncmp(p, "ulp(", 4) == 0 && (p = parse_number(p + 4, &a, ')')) && *skip_space(p) == '\0' &&
+      a == floor(a) && a <= max_ulp) {
     *out = (dlc_tolerance){DLC_TOL_ULP, (int64_t)a, 0, 0};
     return DL_OK;
   }
@@ -67,7 +68,8 @@ dl_status dlc_tolerance_parse(const char *text, dlc_tolerance *out) {
   }
   return dl_fail(DL_ERR_INVALID,
                  "tolerance '%s': expected bitwise, ulp(N) or close(RTOL, ATOL) with "
-                 "non-negative numbers", text);
+                 "non-negative numbers",
+                 text);
 }
 
 const char *dlc_tolerance_describe(const dlc_tolerance *t, char *buf, size_t len) {
@@ -139,8 +141,7 @@ static dlc_diff acc_end(acc *s) {
 dlc_diff dlc_compare_f32(const float *a, const float *b, int64_t n, const dlc_tolerance *t) {
   acc s = acc_start(n, t);
   for (int64_t i = 0; i < n; i++)
-    add_pair(&s, i, a[i], b[i], dlc_ulp_distance(a[i], b[i]),
-             memcmp(&a[i], &b[i], sizeof *a) == 0);
+    add_pair(&s, i, a[i], b[i], dlc_ulp_distance(a[i], b[i]), memcmp(&a[i], &b[i], sizeof *a) == 0);
   return acc_end(&s);
 }
 
@@ -184,7 +185,8 @@ dlc_diff dlc_compare_tensors(const dl_tensor *a, const dl_tensor *b, const dlc_t
   dlc_tolerance exact = dlc_tolerance_bitwise();
   s.t = &exact; /* integers compare exactly */
   for (int64_t i = 0; i < a->numel; i++) {
-    const char *pa = (const char *)a->data + (size_t)i * sz, *pb = (const char *)b->data + (size_t)i * sz;
+    const char *pa = (const char *)a->data + (size_t)i * sz,
+               *pb = (const char *)b->data + (size_t)i * sz;
     bool same = memcmp(pa, pb, sz) == 0;
     double va = a->dtype == DL_I64 ? (double)*(const int64_t *)pa : (double)*(const int32_t *)pa;
     double vb = a->dtype == DL_I64 ? (double)*(const int64_t *)pb : (double)*(const int32_t *)pb;
@@ -207,8 +209,7 @@ const char *dlc_diff_describe(const dlc_diff *d, const dlc_tolerance *t, char *b
     return buf;
   }
   snprintf(buf + k, len - (size_t)k,
-           "; %lld of %lld elements outside %s, first at [%lld]: %.9g vs %.9g",
-           (long long)d->nbad, (long long)d->n, tol, (long long)d->first_bad, d->a_at_first,
-           d->b_at_first);
+           "; %lld of %lld elements outside %s, first at [%lld]: %.9g vs %.9g", (long long)d->nbad,
+           (long long)d->n, tol, (long long)d->first_bad, d->a_at_first, d->b_at_first);
   return buf;
 }

@@ -17,11 +17,11 @@ typedef enum { DLC_TOL_BITWISE, DLC_TOL_ULP, DLC_TOL_CLOSE } dlc_tol_kind;
 
 typedef struct dlc_tolerance {
   dlc_tol_kind kind;
-  int64_t ulp;        /* ulp(n) */
-  double rtol, atol;  /* close */
+  int64_t ulp;       /* ulp(n) */
+  double rtol, atol; /* close */
 } dlc_tolerance;
 
-dlc_tolerance dlc_tolerance_default(dl_dtype dt);      /* close(...) by dtype */
+dlc_tolerance dlc_tolerance_default(dl_dtype dt); /* close(...) by dtype */
 dlc_tolerance dlc_tolerance_bitwise(void);
 /* Parses "bitwise", "ulp(4)", "close(1e-5, 1e-6)"; DL_ERR_INVALID otherwise. */
 dl_status dlc_tolerance_parse(const char *text, dlc_tolerance *out);
@@ -31,11 +31,11 @@ const char *dlc_tolerance_describe(const dlc_tolerance *t, char *buf, size_t len
 /* Result of comparing a against b (b is the reference) element by element. */
 typedef struct dlc_diff {
   bool ok;
-  int64_t n;            /* elements compared */
-  int64_t nbad;         /* elements outside the tolerance */
-  int64_t first_bad;    /* index of the first, -1 if none */
+  int64_t n;               /* elements compared */
+  int64_t nbad;            /* elements outside the tolerance */
+  int64_t first_bad;       /* index of the first, -1 if none */
   double max_abs, max_rel; /* over all elements */
-  uint64_t max_ulp;     /* over all elements (float32 ULP distance) */
+  uint64_t max_ulp;        /* over all elements (float32 ULP distance) */
   double a_at_first, b_at_first;
 } dlc_diff;
 

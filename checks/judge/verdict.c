@@ -22,8 +22,7 @@ bool dlc_verdict_ok(dlc_verdict_kind k) {
   return k == DLC_PASS || k == DLC_EXPECTED_DIVERGENCE || k == DLC_SKIP;
 }
 
-void dlc_verdict_init(dlc_verdict *v, const char *check, const char *variant,
-                      const char *pitfall) {
+void dlc_verdict_init(dlc_verdict *v, const char *check, const char *variant, const char *pitfall) {
   memset(v, 0, sizeof *v);
   snprintf(v->check, sizeof v->check, "%s", check ? check : "");
   snprintf(v->variant, sizeof v->variant, "%s", variant ? variant : "");
@@ -41,8 +40,8 @@ void dlc_evidence(dlc_verdict *v, const char *fmt, ...) {
   va_end(ap);
 }
 
-dl_status dlc_check_runs(const dlc_check_spec *spec, const dlc_trace *traces, int n,
-                         bool two, const dlc_trace **a, const dlc_trace **b) {
+dl_status dlc_check_runs(const dlc_check_spec *spec, const dlc_trace *traces, int n, bool two,
+                         const dlc_trace **a, const dlc_trace **b) {
   *a = dlc_check_find_trace(traces, n, spec->a);
   *b = two ? dlc_check_find_trace(traces, n, spec->b) : NULL;
   if (!*a) return dl_fail(DL_ERR_INVALID, "check %s: no trace of run '%s'", spec->name, spec->a);

@@ -27,21 +27,20 @@ typedef struct dlc_verdict {
   char variant[DLC_NAME_MAX]; /* "" for the correct pipeline, else the variant */
   char pitfall[16];           /* catalogue ID when this is a pitfall variant */
   dlc_verdict_kind kind;
-  char evidence[2048];        /* one or two sentences: where, how much, against what */
+  char evidence[2048]; /* one or two sentences: where, how much, against what */
   /* Structured evidence for JSON and plots (-1 / NAN where not applicable). */
-  int64_t step;               /* first diverging step */
-  char tensor[DLC_NAME_MAX];  /* first diverging tensor or quantity */
-  char layer[DLC_NAME_MAX];   /* first diverging layer, where stats exist */
+  int64_t step;              /* first diverging step */
+  char tensor[DLC_NAME_MAX]; /* first diverging tensor or quantity */
+  char layer[DLC_NAME_MAX];  /* first diverging layer, where stats exist */
   double max_abs, max_rel, value, threshold;
   uint64_t max_ulp;
-  double seconds;             /* time the check and its runs took */
+  double seconds; /* time the check and its runs took */
   /* The check's catalogue IDs (dlc_check_spec.catalogue): a FAIL is a
    * finding of each. */
   char catalogue[DLC_MAX_CATALOGUE][DLC_CATALOGUE_ID_MAX];
   int ncatalogue;
 } dlc_verdict;
 
-void dlc_verdict_init(dlc_verdict *v, const char *check, const char *variant,
-                      const char *pitfall);
+void dlc_verdict_init(dlc_verdict *v, const char *check, const char *variant, const char *pitfall);
 
 #endif

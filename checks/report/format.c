@@ -60,8 +60,8 @@ dl_status dlc_report_file_open(dlc_report_file *rf, const char *path, const char
   rf->out.fd = -1;
   if (!path || !path[0]) return dl_fail(DL_ERR_INVALID, "%s: no output path given", what);
   if (n < 0 || (n > 0 && !results))
-    return dl_fail(DL_ERR_INVALID, "%s %s: %d results at %p; pass n >= 0 results", what, path,
-                   n, (const void *)results);
+    return dl_fail(DL_ERR_INVALID, "%s %s: %d results at %p; pass n >= 0 results", what, path, n,
+                   (const void *)results);
   if (strlen(path) >= DLC_PATH_MAX)
     return dl_fail(DL_ERR_INVALID, "%s: path %.60s... is longer than %d bytes", what, path,
                    DLC_PATH_MAX - 1);

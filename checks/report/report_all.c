@@ -36,8 +36,8 @@ static dl_status report_paths(const char *dir, char paths[NREPORTS][DLC_PATH_MAX
   if (!dir || !dir[0]) return dl_fail(DL_ERR_INVALID, "reports: no output folder given");
   for (int i = 0; i < NREPORTS; i++)
     if (snprintf(paths[i], DLC_PATH_MAX, "%s/%s", dir, report_names[i]) >= DLC_PATH_MAX)
-      return dl_fail(DL_ERR_INVALID, "report folder %.60s...: %s/%s is longer than %d bytes",
-                     dir, dir, report_names[i], DLC_PATH_MAX - 1);
+      return dl_fail(DL_ERR_INVALID, "report folder %.60s...: %s/%s is longer than %d bytes", dir,
+                     dir, report_names[i], DLC_PATH_MAX - 1);
   return DL_OK;
 }
 
@@ -46,8 +46,10 @@ dl_status dlc_report_remove_all(const char *dir) {
   DL_TRY(report_paths(dir, paths));
   for (int i = 0; i < NREPORTS; i++)
     if (unlink(paths[i]) != 0 && errno != ENOENT && errno != ENOTDIR)
-      return dl_fail(DL_ERR_IO, "cannot remove the earlier report %s: %s (a report left there "
-                     "would describe another run)", paths[i], strerror(errno));
+      return dl_fail(DL_ERR_IO,
+                     "cannot remove the earlier report %s: %s (a report left there "
+                     "would describe another run)",
+                     paths[i], strerror(errno));
   return DL_OK;
 }
 

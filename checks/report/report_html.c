@@ -83,7 +83,8 @@ static void verdict_row(FILE *f, const char *name, const char *cls, const char *
 static void checks_table(FILE *f, const dlc_scenario_result *r) {
   fputs("<table><tr><th>check</th><th>verdict</th><th>evidence</th><th>where</th>"
         "<th>max abs</th><th>max rel</th><th>max ulp</th><th>value</th><th>threshold</th>"
-        "</tr>\n", f);
+        "</tr>\n",
+        f);
   for (int i = 0; i < r->nchecks; i++) {
     const dlc_verdict *v = &r->checks[i];
     verdict_row(f, v->check, kind_class(v->kind), dlc_report_label(v->kind), v, v->evidence);
@@ -93,8 +94,7 @@ static void checks_table(FILE *f, const dlc_scenario_result *r) {
                 &r->golden, r->golden.evidence);
   else {
     char how[DLC_NAME_MAX + 64];
-    snprintf(how, sizeof how, "no golden: record with dlcheck record scenarios/%s",
-             r->scenario);
+    snprintf(how, sizeof how, "no golden: record with dlcheck record scenarios/%s", r->scenario);
     verdict_row(f, "golden", "skip", "SKIP", &r->golden,
                 r->golden.evidence[0] ? r->golden.evidence : how);
   }
@@ -104,7 +104,8 @@ static void checks_table(FILE *f, const dlc_scenario_result *r) {
 static void pitfalls_table(FILE *f, const dlc_scenario_result *r) {
   if (r->npitfalls == 0) return;
   fputs("<h3>Pitfalls</h3>\n<table><tr><th>pitfall</th><th>variant</th><th>what it does</th>"
-        "<th>result</th><th>check</th><th>evidence</th></tr>\n", f);
+        "<th>result</th><th>check</th><th>evidence</th></tr>\n",
+        f);
   for (int i = 0; i < r->npitfalls; i++) {
     const dlc_pitfall_outcome *p = &r->pitfalls[i];
     fputs("<tr><td>", f);
@@ -136,8 +137,7 @@ typedef struct runs {
 
 static runs all_runs(const dlc_scenario_result *r) {
   runs all = {.n = 0};
-  for (int i = 0; i < r->ntraces && all.n < MAX_PLOT_RUNS - 1; i++)
-    all.t[all.n++] = &r->traces[i];
+  for (int i = 0; i < r->ntraces && all.n < MAX_PLOT_RUNS - 1; i++) all.t[all.n++] = &r->traces[i];
   if (r->golden_trace) all.t[all.n++] = r->golden_trace;
   return all;
 }
@@ -154,8 +154,11 @@ static void loss_plot(FILE *f, const dlc_scenario_result *r, const runs *all) {
     const dlc_series *loss = dlc_trace_series(all->t[i], "loss");
     if (!loss) continue;
     bool golden = all->t[i] == r->golden_trace;
-    s[ns] = (dlc_plot_series){.name = run_name(r, all->t[i]), .y = loss->v, .n = loss->n,
-                              .dashed = golden, .color = golden ? "#222222" : NULL};
+    s[ns] = (dlc_plot_series){.name = run_name(r, all->t[i]),
+                              .y = loss->v,
+                              .n = loss->n,
+                              .dashed = golden,
+                              .color = golden ? "#222222" : NULL};
     if (!golden) s[ns].color = dlc_plot_color(i);
     ns++;
   }
@@ -163,8 +166,8 @@ static void loss_plot(FILE *f, const dlc_scenario_result *r, const runs *all) {
     fputs("<p class=\"note\">No run recorded a loss series.</p>\n", f);
     return;
   }
-  dlc_svg_lines(f, &(dlc_plot){.title = "Loss per step", .xlabel = "step", .ylabel = "loss"},
-                s, ns);
+  dlc_svg_lines(f, &(dlc_plot){.title = "Loss per step", .xlabel = "step", .ylabel = "loss"}, s,
+                ns);
 }
 
 /* |loss of run - loss of the reference| per step, for every other run. */
@@ -187,14 +190,20 @@ static dl_status divergence_plot(FILE *f, const dlc_scenario_result *r, const ru
     }
     for (int64_t j = 0; j < n; j++) buf[ns][j] = fabs(loss->v[j] - ref->v[j]);
     bool golden = all->t[i] == r->golden_trace;
-    s[ns] = (dlc_plot_series){.name = run_name(r, all->t[i]), .y = buf[ns], .n = n,
-                              .dashed = golden, .color = golden ? "#222222" : dlc_plot_color(i)};
+    s[ns] = (dlc_plot_series){.name = run_name(r, all->t[i]),
+                              .y = buf[ns],
+                              .n = n,
+                              .dashed = golden,
+                              .color = golden ? "#222222" : dlc_plot_color(i)};
     ns++;
   }
   if (!st && ns)
-    dlc_svg_lines(f, &(dlc_plot){.title = "Divergence from the reference run per step",
-                                 .xlabel = "step", .ylabel = "|loss - reference loss|",
-                                 .logy = true}, s, ns);
+    dlc_svg_lines(f,
+                  &(dlc_plot){.title = "Divergence from the reference run per step",
+                              .xlabel = "step",
+                              .ylabel = "|loss - reference loss|",
+                              .logy = true},
+                  s, ns);
   for (int i = 0; i < ns; i++) free(buf[i]);
   return st;
 }
@@ -254,7 +263,9 @@ static dl_status layer_plot(FILE *f, const dlc_scenario_result *r, const runs *a
     snprintf(names[ns], sizeof names[ns], "%s (step %lld)", run_name(r, all->t[i]),
              (long long)sb->step);
     bool golden = all->t[i] == r->golden_trace;
-    s[ns] = (dlc_plot_series){.name = names[ns], .y = buf[ns], .n = first->nlayers,
+    s[ns] = (dlc_plot_series){.name = names[ns],
+                              .y = buf[ns],
+                              .n = first->nlayers,
                               .color = golden ? "#222222" : dlc_plot_color(i)};
     ns++;
   }
@@ -263,9 +274,12 @@ static dl_status layer_plot(FILE *f, const dlc_scenario_result *r, const runs *a
     if (!cats) st = dl_fail(DL_ERR_NOMEM, "HTML report: out of memory for layer names");
     for (int l = 0; !st && l < first->nlayers; l++) cats[l] = first->layer[l];
     if (!st)
-      dlc_svg_bars(f, &(dlc_plot){.title = "Per-layer divergence of the output mean",
-                                  .xlabel = "layer", .ylabel = "relative difference",
-                                  .logy = true, .height = 300},
+      dlc_svg_bars(f,
+                   &(dlc_plot){.title = "Per-layer divergence of the output mean",
+                               .xlabel = "layer",
+                               .ylabel = "relative difference",
+                               .logy = true,
+                               .height = 300},
                    cats, first->nlayers, s, ns);
     free(cats);
   }
@@ -276,8 +290,7 @@ static dl_status layer_plot(FILE *f, const dlc_scenario_result *r, const runs *a
 /* One series of a calibrated golden's envelope: the run's values over the
  * band c +- widen * h (the gate's own bounds, envelope.h), outside steps
  * circled. */
-static dl_status band_plot(FILE *f, const dlc_scenario_result *r,
-                           const dlc_envelope_series *es) {
+static dl_status band_plot(FILE *f, const dlc_scenario_result *r, const dlc_envelope_series *es) {
   const dlc_series *x = dlc_trace_series(&r->traces[0], es->name);
   if (!x || x->n != es->n || es->n == 0) return DL_OK; /* the verdict says why */
   double *lo = malloc((size_t)es->n * sizeof *lo), *hi = malloc((size_t)es->n * sizeof *hi);
@@ -299,7 +312,11 @@ static dl_status band_plot(FILE *f, const dlc_scenario_result *r,
            (long long)outside, outside == 1 ? "" : "s");
   snprintf(name, sizeof name, "%s; band: %d repeats widened %gx", r->traces[0].run,
            r->envelope->repeats, r->envelope->widen);
-  dlc_plot_series s = {.name = name, .y = x->v, .n = x->n, .band_lo = lo, .band_hi = hi,
+  dlc_plot_series s = {.name = name,
+                       .y = x->v,
+                       .n = x->n,
+                       .band_lo = lo,
+                       .band_hi = hi,
                        .color = dlc_plot_color(0)};
   dlc_svg_lines(f, &(dlc_plot){.title = title, .xlabel = "step", .ylabel = es->name}, &s, 1);
   free(lo);
@@ -324,8 +341,8 @@ static int farthest_first(const void *a, const void *b) {
   return (x->k > y->k) - (x->k < y->k);
 }
 
-static void finals_bars(FILE *f, const dlc_scenario_result *r, const final_rank *rank,
-                        double *y, const char **cats) {
+static void finals_bars(FILE *f, const dlc_scenario_result *r, const final_rank *rank, double *y,
+                        const char **cats) {
   const dlc_envelope *e = r->envelope;
   int n = e->nfinals < FINAL_BARS_MAX ? e->nfinals : FINAL_BARS_MAX, outside = 0;
   for (int i = 0; i < e->nfinals; i++) outside += !(rank[i].distance <= e->widen);
@@ -334,16 +351,20 @@ static void finals_bars(FILE *f, const dlc_scenario_result *r, const final_rank 
     cats[i] = e->finals[rank[i].k].name;
   }
   char title[96], gate[48], name[DLC_NAME_MAX + 64];
-  int len = snprintf(title, sizeof title, "Final tensors: %d of %d outside the envelope",
-                     outside, e->nfinals);
+  int len = snprintf(title, sizeof title, "Final tensors: %d of %d outside the envelope", outside,
+                     e->nfinals);
   if (n < e->nfinals) snprintf(title + len, sizeof title - (size_t)len, ", worst %d", n);
   snprintf(gate, sizeof gate, "gate: %g times the spread", e->widen);
-  snprintf(name, sizeof name, "%s: max |x - reference| / the repeats' spread",
-           r->traces[0].run);
+  snprintf(name, sizeof name, "%s: max |x - reference| / the repeats' spread", r->traces[0].run);
   dlc_plot_series s = {.name = name, .y = y, .n = n, .color = dlc_plot_color(0)};
-  dlc_svg_bars(f, &(dlc_plot){.title = title, .xlabel = "final tensor",
-                              .ylabel = "distance (spreads)", .logy = true, .height = 300,
-                              .limit = e->widen, .limit_label = gate},
+  dlc_svg_bars(f,
+               &(dlc_plot){.title = title,
+                           .xlabel = "final tensor",
+                           .ylabel = "distance (spreads)",
+                           .logy = true,
+                           .height = 300,
+                           .limit = e->widen,
+                           .limit_label = gate},
                cats, n, &s, 1);
 }
 
@@ -361,8 +382,10 @@ static dl_status finals_plot(FILE *f, const dlc_scenario_result *r) {
     st = dl_fail(DL_ERR_NOMEM, "HTML report: out of memory for the final tensors of %s",
                  r->scenario);
   for (int k = 0; !st && k < e->nfinals; k++)
-    rank[k] = (final_rank){.k = k, .distance = dlc_envelope_final_distance(
-                                       &e->finals[k], r->golden_trace, &r->traces[0]).distance};
+    rank[k] = (final_rank){
+        .k = k,
+        .distance =
+            dlc_envelope_final_distance(&e->finals[k], r->golden_trace, &r->traces[0]).distance};
   if (!st) {
     qsort(rank, (size_t)e->nfinals, sizeof *rank, farthest_first);
     finals_bars(f, r, rank, y, cats);
@@ -390,21 +413,24 @@ static dl_status distance_plot(FILE *f, const dlc_scenario_result *r) {
     const dlc_series *x = dlc_trace_series(&r->traces[0], es->name);
     if (!x || x->n != es->n || es->n == 0) continue;
     if (!(y[ns] = malloc((size_t)es->n * sizeof *y[ns]))) {
-      st = dl_fail(DL_ERR_NOMEM, "HTML report: out of memory for the distances of %s",
-                   r->scenario);
+      st = dl_fail(DL_ERR_NOMEM, "HTML report: out of memory for the distances of %s", r->scenario);
       break;
     }
     for (int64_t i = 0; i < es->n; i++) y[ns][i] = dlc_envelope_step_distance(es, i, x->v[i]);
-    s[ns] = (dlc_plot_series){.name = es->name, .y = y[ns], .n = es->n,
-                              .color = dlc_plot_color(ns)};
+    s[ns] =
+        (dlc_plot_series){.name = es->name, .y = y[ns], .n = es->n, .color = dlc_plot_color(ns)};
     ns++;
   }
   char gate[48];
   snprintf(gate, sizeof gate, "gate: %g half-widths", e->widen);
   if (!st && ns)
-    dlc_svg_lines(f, &(dlc_plot){.title = "Distance from the envelope per step",
-                                 .xlabel = "step", .ylabel = "distance (half-widths)",
-                                 .logy = true, .limit = e->widen, .limit_label = gate},
+    dlc_svg_lines(f,
+                  &(dlc_plot){.title = "Distance from the envelope per step",
+                              .xlabel = "step",
+                              .ylabel = "distance (half-widths)",
+                              .logy = true,
+                              .limit = e->widen,
+                              .limit_label = gate},
                   s, ns);
   for (int i = 0; i < ns; i++) free(y[i]);
   return st;
@@ -413,8 +439,7 @@ static dl_status distance_plot(FILE *f, const dlc_scenario_result *r) {
 static dl_status envelope_plots(FILE *f, const dlc_scenario_result *r) {
   if (!r->envelope || r->ntraces < 1) return DL_OK;
   DL_TRY(distance_plot(f, r));
-  for (int k = 0; k < r->envelope->nseries; k++)
-    DL_TRY(band_plot(f, r, &r->envelope->series[k]));
+  for (int k = 0; k < r->envelope->nseries; k++) DL_TRY(band_plot(f, r, &r->envelope->series[k]));
   return finals_plot(f, r);
 }
 
@@ -461,13 +486,15 @@ static dl_status scenario_section(FILE *f, const dlc_scenario_result *r, int ind
 }
 
 static void header(FILE *f, const dlc_scenario_result *results, int n, const char *env_json) {
-  fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
-             "<title>dlcheck report</title>\n<style>%s</style>\n</head>\n<body>\n"
-             "<h1>dlcheck report</h1>\n", style);
+  fprintf(f,
+          "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n"
+          "<title>dlcheck report</title>\n<style>%s</style>\n</head>\n<body>\n"
+          "<h1>dlcheck report</h1>\n",
+          style);
   int passed, failed, skipped;
   dlc_report_count(results, n, &passed, &failed, &skipped);
-  fprintf(f, "<p><span class=\"badge %s\">%d passed, %d failed", failed ? "fail" : "pass",
-          passed, failed);
+  fprintf(f, "<p><span class=\"badge %s\">%d passed, %d failed", failed ? "fail" : "pass", passed,
+          failed);
   if (skipped) fprintf(f, ", %d skipped", skipped);
   fprintf(f, "</span> in %d scenario%s</p>\n<ul>\n", n, n == 1 ? "" : "s");
   for (int i = 0; i < n; i++) {

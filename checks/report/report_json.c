@@ -179,8 +179,8 @@ static void run_object(jw *w, const dlc_trace *t) {
   jw_close(w, '}');
 }
 
-static void quantity_object(jw *w, const char *name, const char *kind,
-                            dlc_envelope_distance d, double widen) {
+static void quantity_object(jw *w, const char *name, const char *kind, dlc_envelope_distance d,
+                            double widen) {
   jw_open(w, NULL, '{');
   jw_str(w, "name", name);
   jw_str(w, "kind", kind);
@@ -256,8 +256,10 @@ static dl_status environment(jw *w, const char *env_json) {
     return DL_OK;
   }
   if (!strchr("{[\"-0123456789tfn", *s))
-    return dl_fail(DL_ERR_INVALID, "JSON report: the environment fingerprint is not JSON "
-                                   "(starts with '%c')", *s);
+    return dl_fail(DL_ERR_INVALID,
+                   "JSON report: the environment fingerprint is not JSON "
+                   "(starts with '%c')",
+                   *s);
   fputs(s, w->f);
   return DL_OK;
 }

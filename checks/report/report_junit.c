@@ -109,8 +109,8 @@ static void pitfall_case(FILE *f, const char *scenario, const dlc_pitfall_outcom
   } else {
     char message[sizeof p->verdict.evidence + sizeof p->description + 3 * DLC_NAME_MAX];
     snprintf(message, sizeof message, "not caught: check %s gave %s, it must fail on %s%s%s. %s",
-             check, dlc_verdict_name(p->verdict.kind), p->variant,
-             p->description[0] ? ": " : "", p->description, p->verdict.evidence);
+             check, dlc_verdict_name(p->verdict.kind), p->variant, p->description[0] ? ": " : "",
+             p->description, p->verdict.evidence);
     problem(f, "failure", "pitfall missed", message, &p->verdict);
   }
   fputs("    </testcase>\n", f);
@@ -172,8 +172,8 @@ static void write_junit(FILE *f, const dlc_scenario_result *results, int n) {
     if (isfinite(results[i].seconds) && results[i].seconds > 0) seconds += results[i].seconds;
   }
   fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
-  fprintf(f, "<testsuites name=\"dlcheck\" tests=\"%d\" failures=\"%d\" errors=\"%d\"",
-          total.tests, total.failures, total.errors);
+  fprintf(f, "<testsuites name=\"dlcheck\" tests=\"%d\" failures=\"%d\" errors=\"%d\"", total.tests,
+          total.failures, total.errors);
   time_attr(f, seconds);
   fputs(">\n", f);
   for (int i = 0; i < n; i++) suite(f, &results[i], i);

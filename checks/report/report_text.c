@@ -26,9 +26,9 @@ static const char *kind_colour(dlc_verdict_kind k) {
 
 typedef struct wrapper {
   FILE *out;
-  int col;          /* current column */
-  bool line_empty;  /* nothing but indentation on this line yet */
-  const char *sep;  /* what goes before the next word on this line */
+  int col;         /* current column */
+  bool line_empty; /* nothing but indentation on this line yet */
+  const char *sep; /* what goes before the next word on this line */
 } wrapper;
 
 static void new_line(wrapper *w) {
@@ -101,8 +101,8 @@ static int put_label(FILE *out, const char *label, const char *colour, bool colo
   return 2 + LABEL_WIDTH + 2;
 }
 
-static void put_line(FILE *out, const char *label, const char *colour, bool color,
-                     const char *name, const char *evidence) {
+static void put_line(FILE *out, const char *label, const char *colour, bool color, const char *name,
+                     const char *evidence) {
   int col = put_label(out, label, colour, color);
   fputs(name, out);
   col += (int)strlen(name);
@@ -127,8 +127,7 @@ static void put_golden(FILE *out, const dlc_scenario_result *r, bool color, bool
     return;
   }
   char how[DLC_NAME_MAX + 64];
-  snprintf(how, sizeof how, "no golden: record with dlcheck record scenarios/%s",
-           r->scenario);
+  snprintf(how, sizeof how, "no golden: record with dlcheck record scenarios/%s", r->scenario);
   put_line(out, "SKIP", YELLOW, color, name, r->golden.evidence[0] ? r->golden.evidence : how);
 }
 
@@ -175,8 +174,8 @@ dl_status dlc_report_text(FILE *out, const dlc_scenario_result *results, int n, 
                           bool verbose) {
   if (!out) return dl_fail(DL_ERR_INVALID, "text report: no output stream given");
   if (n < 0 || (n > 0 && !results))
-    return dl_fail(DL_ERR_INVALID, "text report: %d results at %p; pass n >= 0 results",
-                   n, (const void *)results);
+    return dl_fail(DL_ERR_INVALID, "text report: %d results at %p; pass n >= 0 results", n,
+                   (const void *)results);
   for (int i = 0; i < n; i++) put_scenario(out, &results[i], color, verbose);
   int passed, failed, skipped;
   dlc_report_count(results, n, &passed, &failed, &skipped);

@@ -7,8 +7,16 @@
 #include <math.h>
 #include <string.h>
 
-enum { LEFT = 64, RIGHT = 16, TOP = 26, BOTTOM = 40, CATEGORY_SPACE = 70, LEGEND_ROW = 16,
-       LEGEND_CHARS = 40, CATEGORY_CHARS = 22 };
+enum {
+  LEFT = 64,
+  RIGHT = 16,
+  TOP = 26,
+  BOTTOM = 40,
+  CATEGORY_SPACE = 70,
+  LEGEND_ROW = 16,
+  LEGEND_CHARS = 40,
+  CATEGORY_CHARS = 22
+};
 
 static const char *const palette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                       "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
@@ -200,10 +208,11 @@ static frame make_frame(const dlc_plot *p, const dlc_plot_series *s, int ns, int
 }
 
 static void open_svg(FILE *f, const frame *fr, const dlc_plot *p) {
-  fprintf(f, "<svg width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
-             "font-size=\"11\" role=\"img\">\n", fr->width, fr->height, fr->width, fr->height);
-  fprintf(f, "<text x=\"%d\" y=\"16\" text-anchor=\"middle\" font-weight=\"bold\">",
-          fr->width / 2);
+  fprintf(f,
+          "<svg width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
+          "font-size=\"11\" role=\"img\">\n",
+          fr->width, fr->height, fr->width, fr->height);
+  fprintf(f, "<text x=\"%d\" y=\"16\" text-anchor=\"middle\" font-weight=\"bold\">", fr->width / 2);
   put_text(f, p->title ? p->title : "", 64);
   fputs("</text>\n", f);
 }
@@ -217,8 +226,9 @@ static void y_ticks(FILE *f, const frame *fr, const axis *a) {
     else if (!axis_pixel(a, v, &py)) continue;
     char label[32];
     tick_label(label, sizeof label, a, v);
-    fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
-               "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+    fprintf(f,
+            "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+            "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
             fr->left, fr->right, py, py, fr->left - 5, py + 4, label);
   }
 }
@@ -229,21 +239,25 @@ static void x_ticks(FILE *f, const frame *fr, const axis *a) {
     if (!axis_pixel(a, i * a->step, &px)) continue;
     char label[32];
     tick_label(label, sizeof label, a, i * a->step);
-    fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#999\"/>"
-               "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+    fprintf(f,
+            "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#999\"/>"
+            "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
             px, px, fr->bottom, fr->bottom + 4, px, fr->bottom + 16, label);
   }
 }
 
 static void axis_labels(FILE *f, const frame *fr, const dlc_plot *p, int extra_bottom) {
-  fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-             "stroke=\"#999\"/>\n", fr->left, fr->top, fr->right - fr->left,
-          fr->bottom - fr->top);
+  fprintf(f,
+          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+          "stroke=\"#999\"/>\n",
+          fr->left, fr->top, fr->right - fr->left, fr->bottom - fr->top);
   fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", (fr->left + fr->right) / 2,
           fr->bottom + BOTTOM + extra_bottom - 12);
   put_text(f, p->xlabel ? p->xlabel : "", 64);
-  fprintf(f, "</text>\n<text transform=\"translate(14,%d) rotate(-90)\" "
-             "text-anchor=\"middle\">", (fr->top + fr->bottom) / 2);
+  fprintf(f,
+          "</text>\n<text transform=\"translate(14,%d) rotate(-90)\" "
+          "text-anchor=\"middle\">",
+          (fr->top + fr->bottom) / 2);
   put_text(f, p->ylabel ? p->ylabel : "", 64);
   fputs("</text>\n", f);
 }
@@ -256,12 +270,13 @@ static void legend(FILE *f, const frame *fr, const dlc_plot_series *s, int ns, b
     if (x + w > fr->width && x > LEFT) x = LEFT, y += LEGEND_ROW;
     const char *color = series_color(&s[i], i);
     if (bars)
-      fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"9\" fill=\"%s\"/>", x,
-              y + 2, color);
+      fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"9\" fill=\"%s\"/>", x, y + 2,
+              color);
     else
-      fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" "
-                 "stroke-width=\"2\"%s/>", x, x + 18, y + 7, y + 7, color,
-              s[i].dashed ? " stroke-dasharray=\"5,3\"" : "");
+      fprintf(f,
+              "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" "
+              "stroke-width=\"2\"%s/>",
+              x, x + 18, y + 7, y + 7, color, s[i].dashed ? " stroke-dasharray=\"5,3\"" : "");
     fprintf(f, "<text x=\"%d\" y=\"%d\">", x + 23, y + 11);
     put_text(f, name, LEGEND_CHARS);
     fputs("</text>\n", f);
@@ -274,17 +289,20 @@ static bool has_limit(const dlc_plot *p) { return p->limit_label && isfinite(p->
 static void limit_line(FILE *f, const frame *fr, const axis *ay, const dlc_plot *p) {
   double py;
   if (!has_limit(p) || !axis_pixel(ay, p->limit, &py)) return;
-  fprintf(f, "<line class=\"limit\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
-             "stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"6,3\"/>"
-             "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#d62728\">",
+  fprintf(f,
+          "<line class=\"limit\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" "
+          "stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"6,3\"/>"
+          "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#d62728\">",
           fr->left, fr->right, py, py, fr->right - 3, py - 3);
   put_text(f, p->limit_label, LEGEND_CHARS);
   fputs("</text>\n", f);
 }
 
 static void no_data(FILE *f, const frame *fr) {
-  fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">no finite values "
-             "to plot</text>\n", (fr->left + fr->right) / 2, (fr->top + fr->bottom) / 2);
+  fprintf(f,
+          "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">no finite values "
+          "to plot</text>\n",
+          (fr->left + fr->right) / 2, (fr->top + fr->bottom) / 2);
 }
 
 /* ---- lines -------------------------------------------------------------------- */
@@ -295,9 +313,9 @@ typedef struct pen {
   FILE *f;
   const char *color;
   bool dashed;
-  int npts;              /* points in the current unbroken segment */
+  int npts; /* points in the current unbroken segment */
   double first_x, first_y;
-  bool open;             /* a column is being collected */
+  bool open; /* a column is being collected */
   int col;
   double lo_x, lo_y, hi_x, hi_y;
   bool lo_first;
@@ -309,9 +327,10 @@ static void pen_point(pen *p, double x, double y) {
     p->first_y = y;
   } else {
     if (p->npts == 1)
-      fprintf(p->f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s "
-                    "points=\"%.1f,%.1f", p->color,
-              p->dashed ? " stroke-dasharray=\"5,3\"" : "", p->first_x, p->first_y);
+      fprintf(p->f,
+              "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s "
+              "points=\"%.1f,%.1f",
+              p->color, p->dashed ? " stroke-dasharray=\"5,3\"" : "", p->first_x, p->first_y);
     fprintf(p->f, " %.1f,%.1f", x, y);
   }
   p->npts++;
@@ -381,8 +400,10 @@ static void draw_band(FILE *f, const dlc_plot_series *s, const char *color, cons
     double px, plo, phi;
     while (end < s->n && band_pixels(s, end, ax, ay, &px, &plo, &phi)) end++;
     if (end > start) {
-      fprintf(f, "<polygon class=\"band\" fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" "
-                 "points=\"", color);
+      fprintf(f,
+              "<polygon class=\"band\" fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" "
+              "points=\"",
+              color);
       for (int64_t i = start; i < end; i++) {
         band_pixels(s, i, ax, ay, &px, &plo, &phi);
         fprintf(f, "%s%.1f,%.1f", i > start ? " " : "", px, phi);
@@ -407,8 +428,10 @@ static void mark_outside(FILE *f, const dlc_plot_series *s, const axis *ax, cons
     if (!band_pixels(s, i, ax, ay, &px, &plo, &phi) || !axis_pixel(ay, y, &py)) continue;
     if ((int)floor(px) == last_col) continue;
     last_col = (int)floor(px);
-    fprintf(f, "<circle class=\"outside\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"none\" "
-               "stroke=\"#d62728\" stroke-width=\"1.5\"><title>", px, py);
+    fprintf(f,
+            "<circle class=\"outside\" cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"none\" "
+            "stroke=\"#d62728\" stroke-width=\"1.5\"><title>",
+            px, py);
     put_text(f, s->name ? s->name : "", 40);
     fprintf(f, " at step %lld: %.9g outside [%.9g, %.9g]</title></circle>\n",
             (long long)(s->x0 + i), y, s->band_lo[i], s->band_hi[i]);
@@ -434,8 +457,7 @@ void dlc_svg_lines(FILE *f, const dlc_plot *p, const dlc_plot_series *s, int ns)
   axis ax = {0}, ay = {0};
   if (xhi < xlo) xlo = xhi = 0;
   /* a single step sits in the middle of the frame */
-  linear_axis(&ax, (double)xlo - (xlo == xhi ? 0.5 : 0), (double)xhi + (xlo == xhi ? 0.5 : 0),
-              1);
+  linear_axis(&ax, (double)xlo - (xlo == xhi ? 0.5 : 0), (double)xhi + (xlo == xhi ? 0.5 : 0), 1);
   ax.px_lo = fr.left;
   ax.px_hi = fr.right;
   if (p->logy) log_axis(&ay, &e);
@@ -456,8 +478,10 @@ void dlc_svg_lines(FILE *f, const dlc_plot *p, const dlc_plot_series *s, int ns)
   limit_line(f, &fr, &ay, p);
   if (!any) no_data(f, &fr);
   else if (p->logy && !e.anypos)
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">every value "
-               "is 0</text>\n", (fr.left + fr.right) / 2, (fr.top + fr.bottom) / 2);
+    fprintf(f,
+            "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#888\">every value "
+            "is 0</text>\n",
+            (fr.left + fr.right) / 2, (fr.top + fr.bottom) / 2);
   axis_labels(f, &fr, p, 0);
   legend(f, &fr, s, ns, false);
   fputs("</svg>\n", f);
@@ -481,8 +505,10 @@ static void draw_bar(FILE *f, const frame *fr, const axis *ay, double x, double 
   put_text(f, category, 64);
   fprintf(f, ": %.4g</title></rect>\n", v);
   if (isinf(v) && v > 0) /* off the scale: say so above the bar */
-    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\">"
-               "\xe2\x88\x9e</text>\n", x + w / 2, fr->top - 2);
+    fprintf(f,
+            "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\">"
+            "\xe2\x88\x9e</text>\n",
+            x + w / 2, fr->top - 2);
 }
 
 void dlc_svg_bars(FILE *f, const dlc_plot *p, const char *const *categories, int ncat,
@@ -509,9 +535,8 @@ void dlc_svg_bars(FILE *f, const dlc_plot *p, const char *const *categories, int
     double gx = fr.left + c * group;
     for (int k = 0; k < ns; k++)
       if (c < s[k].n)
-        draw_bar(f, &fr, &ay, gx + group * 0.1 + k * bar, bar, s[k].y[c],
-                 series_color(&s[k], k), has_limit(p) && s[k].y[c] > p->limit,
-                 s[k].name ? s[k].name : "", categories[c]);
+        draw_bar(f, &fr, &ay, gx + group * 0.1 + k * bar, bar, s[k].y[c], series_color(&s[k], k),
+                 has_limit(p) && s[k].y[c] > p->limit, s[k].name ? s[k].name : "", categories[c]);
     fprintf(f, "<text transform=\"translate(%.1f,%d) rotate(-35)\" text-anchor=\"end\">",
             gx + group / 2, fr.bottom + 12);
     put_text(f, categories[c], CATEGORY_CHARS);

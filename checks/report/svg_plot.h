@@ -14,12 +14,12 @@
 #include <stdio.h>
 
 typedef struct dlc_plot_series {
-  const char *name;   /* legend entry */
-  const double *y;    /* n values */
+  const char *name; /* legend entry */
+  const double *y;  /* n values */
   int64_t n;
-  int64_t x0;         /* line plots: x of y[0]; y[i] is at x0 + i */
+  int64_t x0; /* line plots: x of y[0]; y[i] is at x0 + i */
   bool dashed;
-  const char *color;  /* "#rrggbb"; NULL: the palette colour of its index */
+  const char *color; /* "#rrggbb"; NULL: the palette colour of its index */
   /* Line plots, optional: n values each, the band the series should keep
    * to (a calibrated golden's envelope). It is shaded behind the lines
    * (class "band"); values outside it are circled in red (class
@@ -30,7 +30,7 @@ typedef struct dlc_plot_series {
 typedef struct dlc_plot {
   const char *title, *xlabel, *ylabel;
   bool logy;
-  int width, height;  /* of the plotting frame with its axes; 0: 640 x 260 */
+  int width, height; /* of the plotting frame with its axes; 0: 640 x 260 */
   /* Optional (limit_label not NULL): a dashed red line across the frame at
    * y = limit, labelled (class "limit"), such as a gate; bars above it are
    * drawn red (class "over"). */

@@ -26,8 +26,10 @@ dl_status dlc_device_parse(const char *name, dlc_device *out) {
 /* The CPU, or a backend this file did not open (a test's). */
 static const char *cpu_describe(const dl_backend *b, char *buf, size_t len) {
   if (b) snprintf(buf, len, "%s backend", b->name ? b->name : "unnamed");
-  else snprintf(buf, len, "cpu: dl_sgemm (fmaf in k order, the same bits on every CPU and "
-                          "thread count), im2col convolutions");
+  else
+    snprintf(buf, len,
+             "cpu: dl_sgemm (fmaf in k order, the same bits on every CPU and "
+             "thread count), im2col convolutions");
   return buf;
 }
 
@@ -40,14 +42,14 @@ bool dlc_device_available(dlc_device d, char *reason, size_t len) {
   if (reason) snprintf(reason, len, "no CUDA device: %s", dl_cuda_no_device_reason());
 #else
   if (reason)
-    snprintf(reason, len, "this build has no CUDA backend: nvcc was not found when it was "
-                          "configured (put nvcc on PATH and configure again)");
+    snprintf(reason, len,
+             "this build has no CUDA backend: nvcc was not found when it was "
+             "configured (put nvcc on PATH and configure again)");
 #endif
   return false;
 }
 
-dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
-                           dl_backend **out) {
+dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank, dl_backend **out) {
   *out = NULL;
   if (d != DLC_DEVICE_CUDA) return DL_OK;
   char why[512];
@@ -58,8 +60,7 @@ dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
   dl_cuda_backend_options o = {
       .device = rank % n,
       .math = c->math == DLC_MATH_TF32 ? DL_CUDA_MATH_TF32 : DL_CUDA_MATH_FP32,
-      .conv = c->conv_algo == DLC_CONV_FASTEST ? DL_CUDA_CONV_FASTEST
-                                               : DL_CUDA_CONV_DETERMINISTIC};
+      .conv = c->conv_algo == DLC_CONV_FASTEST ? DL_CUDA_CONV_FASTEST : DL_CUDA_CONV_DETERMINISTIC};
   return dl_cuda_backend_create(&o, out);
 #else
   (void)c;

@@ -23,8 +23,7 @@ bool dlc_device_available(dlc_device d, char *reason, size_t len);
 /* *out = NULL for the CPU; for CUDA a backend on GPU `rank` modulo the
  * GPUs present, in the configuration's math and convolution modes.
  * DL_ERR_UNSUPPORTED where dlc_device_available says no. */
-dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank,
-                           dl_backend **out);
+dl_status dlc_backend_open(const dlc_backend_config *c, dlc_device d, int rank, dl_backend **out);
 void dlc_backend_close(dl_backend *b); /* NULL allowed */
 /* What the run computed on, for the trace's "backend" note: "cpu (dl_sgemm
  * ...)" or the CUDA backend's device, libraries, modes and algorithms. */

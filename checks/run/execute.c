@@ -53,7 +53,8 @@ static dl_status load_trace_run(const dlc_scenario *s, const dlc_run_config *c, 
   char path[2 * DLC_PATH_MAX];
   dl_status st = dlc_path_under(path, sizeof path, root, c->trace);
   if (!st) st = dlc_trace_load(path, out, meta);
-  if (st) return dl_fail_context(st, "scenario %s, run %s (trace: %s): ", s->name, c->name, c->trace);
+  if (st)
+    return dl_fail_context(st, "scenario %s, run %s (trace: %s): ", s->name, c->name, c->trace);
   snprintf(out->run, sizeof out->run, "%s", c->name);
   snprintf(out->scenario, sizeof out->scenario, "%s", s->name);
   out->scenario_hash = s->hash;
@@ -92,8 +93,12 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
                          const dlc_exec_options *o, const char *label, dlc_trace *traces,
                          const dlc_trace *reuse) {
   progress_ctx p = {.o = o, .scenario = s->name};
-  dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
-                        .progress = on_step, .user = &p, .comm = o->comm,
+  dlc_run_options ro = {.root = o->root,
+                        .scenario = s->name,
+                        .workdir = o->workdir,
+                        .progress = on_step,
+                        .user = &p,
+                        .comm = o->comm,
                         .device = exec_device(o)};
   for (int i = 0; i < s->nruns; i++) {
     /* A variant's run that its overrides left untouched is the correct
@@ -175,8 +180,7 @@ static void describe_env_change(const char *golden_env, dlc_verdict *v) {
 
 /* The reference run against the golden: bitwise on the CPU backend (the
  * engine promises it), else the tolerance recorded in the golden. */
-static dl_status compare_golden(const dlc_scenario *s, const char *path,
-                                dlc_scenario_result *r) {
+static dl_status compare_golden(const dlc_scenario *s, const char *path, dlc_scenario_result *r) {
   dlc_verdict_init(&r->golden, "golden", "", "");
   r->golden_trace = calloc(1, sizeof *r->golden_trace);
   if (!r->golden_trace) return dl_fail(DL_ERR_NOMEM, "out of memory for the golden trace");
@@ -221,7 +225,9 @@ static dl_status compare_golden(const dlc_scenario *s, const char *path,
     return st;
   }
   /* The golden is the reference: the equivalence check's a. */
-  dlc_check_spec spec = {.name = "golden", .kind = "equivalence", .a = "golden",
+  dlc_check_spec spec = {.name = "golden",
+                         .kind = "equivalence",
+                         .a = "golden",
                          .nquantities = 4,
                          .quantities = {"loss", "grad_norm", "params", "buffers"}};
   snprintf(spec.b, sizeof spec.b, "%s", r->traces[0].run);
@@ -387,8 +393,7 @@ static dl_status assess_variant(trace_source *src, int variant, dlc_pitfall_outc
   return DL_OK;
 }
 
-static dl_status result_alloc(const dlc_scenario *s, const char *backend,
-                              dlc_scenario_result *r) {
+static dl_status result_alloc(const dlc_scenario *s, const char *backend, dlc_scenario_result *r) {
   memset(r, 0, sizeof *r);
   snprintf(r->scenario, sizeof r->scenario, "%s", s->name);
   snprintf(r->description, sizeof r->description, "%s", s->description);
@@ -412,8 +417,7 @@ void dlc_result_set_error(dlc_scenario_result *r, const char *scenario, const ch
              "not compared: the scenario stopped with an error");
   }
   /* The golden's own failure is on its line already. */
-  if (r->golden_present && r->golden.kind == DLC_ERROR &&
-      strcmp(r->golden.evidence, message) == 0)
+  if (r->golden_present && r->golden.kind == DLC_ERROR && strcmp(r->golden.evidence, message) == 0)
     return;
   /* result_alloc leaves room for one verdict after the checks; a second
    * error replaces the first. */
@@ -439,8 +443,11 @@ void dlc_result_set_error(dlc_scenario_result *r, const char *scenario, const ch
  * nothing. */
 static dl_status locate_failures(const dlc_scenario *s, const dlc_exec_options *o,
                                  const dlc_trace *traces, dlc_verdict *verdicts) {
-  dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
-                        .comm = o->comm, .device = exec_device(o)};
+  dlc_run_options ro = {.root = o->root,
+                        .scenario = s->name,
+                        .workdir = o->workdir,
+                        .comm = o->comm,
+                        .device = exec_device(o)};
   for (int i = 0; i < s->nchecks; i++) {
     const dlc_check_spec *c = &s->checks[i];
     int a = dlc_scenario_find_run(s, c->a), b = dlc_scenario_find_run(s, c->b);
@@ -469,11 +476,13 @@ static dl_status locate_golden(const dlc_scenario *s, const dlc_exec_options *o,
     return DL_OK;
   bool cpu = strcmp(r->traces[0].backend, "cpu") == 0;
   dlc_tolerance tol = cpu ? dlc_tolerance_bitwise() : dlc_tolerance_default(DL_F32);
-  int64_t step = cpu ? dlc_first_digest_step(&r->traces[0], r->golden_trace, NULL)
-                     : r->golden.step;
+  int64_t step = cpu ? dlc_first_digest_step(&r->traces[0], r->golden_trace, NULL) : r->golden.step;
   if (step < 0) return DL_OK;
-  dlc_run_options ro = {.root = o->root, .scenario = s->name, .workdir = o->workdir,
-                        .comm = o->comm, .device = exec_device(o)};
+  dlc_run_options ro = {.root = o->root,
+                        .scenario = s->name,
+                        .workdir = o->workdir,
+                        .comm = o->comm,
+                        .device = exec_device(o)};
   size_t len = strlen(r->golden.evidence);
   if (len && r->golden.evidence[len - 1] != ' ') dlc_evidence(&r->golden, " ");
   return dlc_locate_layer_against(&tol, &s->runs[0], &ro, r->golden_trace, step, &r->golden);
@@ -523,8 +532,8 @@ static dl_status assess(trace_source *src, const char *golden, bool pitfalls,
 }
 
 /* Keeps scenario.yaml and the golden beside the traces, for reload. */
-static dl_status keep_inputs(const dlc_scenario *s, const dlc_exec_options *o,
-                             const char *dir, const char *golden) {
+static dl_status keep_inputs(const dlc_scenario *s, const dlc_exec_options *o, const char *dir,
+                             const char *golden) {
   char from[2 * DLC_PATH_MAX], to[2 * DLC_PATH_MAX];
   DL_TRY(dlc_path(from, sizeof from, "%s/scenario.yaml", s->dir));
   DL_TRY(dlc_path(to, sizeof to, "%s/scenario.yaml", dir));
@@ -540,8 +549,7 @@ static dl_status keep_inputs(const dlc_scenario *s, const dlc_exec_options *o,
 
 /* A scenario with a run on a device this machine lacks is skipped: every
  * report shows its golden line as SKIP with the reason. */
-static bool skipped_here(const dlc_scenario *s, const dlc_exec_options *o,
-                         dlc_scenario_result *r) {
+static bool skipped_here(const dlc_scenario *s, const dlc_exec_options *o, dlc_scenario_result *r) {
   if (!devices_missing(s, o, r->skipped, sizeof r->skipped)) {
     r->skipped[0] = '\0';
     return false;
@@ -553,8 +561,7 @@ static bool skipped_here(const dlc_scenario *s, const dlc_exec_options *o,
   return true;
 }
 
-static dl_status execute(const dlc_scenario *s, const dlc_exec_options *o,
-                         dlc_scenario_result *r) {
+static dl_status execute(const dlc_scenario *s, const dlc_exec_options *o, dlc_scenario_result *r) {
   double t0 = now_seconds();
   char golden[2 * DLC_PATH_MAX], dir[2 * DLC_PATH_MAX];
   DL_TRY(result_alloc(s, o->backend, r));
@@ -633,9 +640,14 @@ enum { GOLDEN_STATS_STEPS = 1000 };
 
 static dlc_run_options record_options(const dlc_scenario *s, const dlc_exec_options *o,
                                       progress_ctx *p) {
-  return (dlc_run_options){.root = o->root, .scenario = s->name, .workdir = o->workdir,
-                           .progress = on_step, .user = p, .comm = o->comm,
-                           .device = exec_device(o), .stats_from = 0,
+  return (dlc_run_options){.root = o->root,
+                           .scenario = s->name,
+                           .workdir = o->workdir,
+                           .progress = on_step,
+                           .user = p,
+                           .comm = o->comm,
+                           .device = exec_device(o),
+                           .stats_from = 0,
                            .stats_to = GOLDEN_STATS_STEPS};
 }
 
@@ -682,22 +694,27 @@ static dl_status run_repeat(const dlc_scenario *s, const dlc_exec_options *o, in
 
 static void describe_repeats(const dlc_trace *ref, int n, char *buf, size_t len) {
   if (strcmp(ref->backend, "cpu") == 0)
-    snprintf(buf, len, "cpu: the engine's order and perturbation seeds 1..%d (GEMM and "
+    snprintf(buf, len,
+             "cpu: the engine's order and perturbation seeds 1..%d (GEMM and "
              "convolution products in float, summed rotated, blocked or pairwise; "
              "allreduces in a rotated ring order for odd seeds, a pairwise tree for even ones)",
              n - 1);
   else
-    snprintf(buf, len, "%s: %d runs, deterministic and fastest convolution algorithms "
-             "alternating", ref->backend, n);
+    snprintf(buf, len,
+             "%s: %d runs, deterministic and fastest convolution algorithms "
+             "alternating",
+             ref->backend, n);
 }
 
-dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_options *o,
-                                     int repeats, double widen, char *written, size_t len) {
+dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_options *o, int repeats,
+                                     double widen, char *written, size_t len) {
   DL_TRY(need_reference(s));
   if (s->runs[0].trace[0])
-    return dl_fail(DL_ERR_INVALID, "%s: the reference run is a recorded trace (%s): calibrate "
+    return dl_fail(DL_ERR_INVALID,
+                   "%s: the reference run is a recorded trace (%s): calibrate "
                    "from several recordings with `dlcheck record --repeat-from A.h5 B.h5 C.h5 "
-                   "--out GOLDEN.h5`", s->name, s->runs[0].trace);
+                   "--out GOLDEN.h5`",
+                   s->name, s->runs[0].trace);
   if (repeats < DLC_ENVELOPE_MIN_REPEATS)
     return dl_fail(DL_ERR_INVALID, "--repeat %d: at least %d repeats are needed", repeats,
                    DLC_ENVELOPE_MIN_REPEATS);
@@ -708,7 +725,7 @@ dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_optio
   dl_status st = DL_OK;
   int done = 0;
   for (; !st && done < repeats; done++) st = run_repeat(s, o, done, &runs[done]);
-  if (st) done--; /* a failed run leaves its trace freed */
+  if (st) done--;              /* a failed run leaves its trace freed */
   static dlc_golden_meta meta; /* 14 KiB: off the stack */
   dlc_envelope env = {0};
   if (!st) {

@@ -8,11 +8,11 @@
 #include "scenario/scenario.h"
 
 typedef struct dlc_exec_options {
-  const char *root;        /* repo root (fixtures, golden/) */
-  const char *golden_dir;  /* default: ROOT/golden */
-  const char *backend;     /* "cpu" */
-  const char *workdir;     /* scratch directory for checkpoints */
-  bool pitfalls;           /* also run every pitfall variant */
+  const char *root;       /* repo root (fixtures, golden/) */
+  const char *golden_dir; /* default: ROOT/golden */
+  const char *backend;    /* "cpu" */
+  const char *workdir;    /* scratch directory for checkpoints */
+  bool pitfalls;          /* also run every pitfall variant */
   /* If set, every trace is also written to TRACE_DIR/<scenario>/<pipeline or
    * variant>/<run>.h5, with scenario.yaml and the golden beside, so that
    * dlc_scenario_reload can rebuild the result without training. */
@@ -21,8 +21,7 @@ typedef struct dlc_exec_options {
    * process being one rank; only rank 0 writes files. NULL: thread ranks. */
   dl_comm *comm;
   /* Progress, may be NULL: what = "run reference" / "variant G1", step of steps. */
-  void (*progress)(void *user, const char *scenario, const char *what, int64_t step,
-                   int64_t steps);
+  void (*progress)(void *user, const char *scenario, const char *what, int64_t step, int64_t steps);
   void *user;
 } dlc_exec_options;
 
@@ -49,14 +48,14 @@ void dlc_result_set_error(dlc_scenario_result *r, const char *scenario, const ch
 
 /* Runs the scenario's runs and writes the reference run's trace as
  * GOLDEN_DIR/<scenario>/<backend>.h5, atomically. */
-dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o,
-                              char *written, size_t len);
+dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, char *written,
+                              size_t len);
 
 /* A calibrated golden: the reference run `repeats` times (>= 3) under the
  * variation the gate must accept (execute.c's run_repeat), its trace and
  * the envelope (envelope.h) written as GOLDEN_DIR/<scenario>/<backend>.h5. */
-dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_options *o,
-                                     int repeats, double widen, char *written, size_t len);
+dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_options *o, int repeats,
+                                     double widen, char *written, size_t len);
 
 /* Evaluates every check of the scenario on traces (one per run). */
 dl_status dlc_evaluate_checks(const dlc_scenario *s, const dlc_trace *traces, int ntraces,

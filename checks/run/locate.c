@@ -17,11 +17,13 @@ static dl_status rerun(const dlc_run_config *c, const dlc_run_options *o, int64_
 }
 
 dl_status dlc_locate_layer_against(const dlc_tolerance *tol, const dlc_run_config *ca,
-                                   const dlc_run_options *oa, const dlc_trace *b,
-                                   int64_t step, dlc_verdict *v) {
+                                   const dlc_run_options *oa, const dlc_trace *b, int64_t step,
+                                   dlc_verdict *v) {
   if (!dlc_layer_stats_at(b, step) && !dlc_layer_stats_at(b, step + 1)) {
-    dlc_evidence(v, "The first divergent layer cannot be named: %s holds no layer statistics "
-                 "at step %lld or %lld. ", b->run, (long long)step, (long long)step + 1);
+    dlc_evidence(v,
+                 "The first divergent layer cannot be named: %s holds no layer statistics "
+                 "at step %lld or %lld. ",
+                 b->run, (long long)step, (long long)step + 1);
     return DL_OK;
   }
   dlc_trace ta;

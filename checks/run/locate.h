@@ -14,8 +14,8 @@
  * at every step). Where b has none at either step, the evidence says the
  * layer cannot be named. An error means the run failed. */
 dl_status dlc_locate_layer_against(const dlc_tolerance *tol, const dlc_run_config *ca,
-                                   const dlc_run_options *oa, const dlc_trace *b,
-                                   int64_t step, dlc_verdict *v);
+                                   const dlc_run_options *oa, const dlc_trace *b, int64_t step,
+                                   dlc_verdict *v);
 
 /* Engine runs ca (options oa) and cb (ob) trained again up to step + 2
  * with layer statistics at step and step + 1, then

@@ -66,8 +66,7 @@ static dl_status load_data(dlc_run_shared *sh) {
   if (d->source == DLC_DATA_BLOBS)
     DL_TRY(dl_dataset_blobs(&sh->train, rows, d->dim, (int)d->classes, d->spread, seed));
   else
-    DL_TRY(dl_dataset_sequences(&sh->train, rows, (int)d->vocab, d->min_len, d->max_len, 0,
-                                seed));
+    DL_TRY(dl_dataset_sequences(&sh->train, rows, (int)d->vocab, d->min_len, d->max_len, 0, seed));
   DL_TRY(split_tail(&sh->train, d->n, &sh->eval));
   sh->has_eval = n_eval > 0;
   return DL_OK;
@@ -83,7 +82,8 @@ typedef struct rank_job {
 static dl_status train(dlc_rank *r) {
   const dlc_run_config *c = r->cfg;
   int64_t steps = r->sh->opt->stop_after > 0 && r->sh->opt->stop_after < c->steps
-                      ? r->sh->opt->stop_after : c->steps;
+                      ? r->sh->opt->stop_after
+                      : c->steps;
   DL_TRY(dlc_record_check_size(r, steps));
   DL_TRY(dlc_record_initial(r));
   while (r->train.step < steps) {

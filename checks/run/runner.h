@@ -10,9 +10,9 @@
 #include "trace/trace.h"
 
 typedef struct dlc_run_options {
-  const char *root;      /* fixture and init_weights paths are relative to it */
-  const char *scenario;  /* name recorded in the trace */
-  const char *workdir;   /* existing directory for checkpoints */
+  const char *root;     /* fixture and init_weights paths are relative to it */
+  const char *scenario; /* name recorded in the trace */
+  const char *workdir;  /* existing directory for checkpoints */
   /* Called by rank 0 after each optimizer step; may be NULL. */
   void (*progress)(void *user, const char *run, int64_t step, int64_t steps);
   void *user;

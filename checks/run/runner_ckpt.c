@@ -29,7 +29,7 @@ static dl_status save_model(dlc_rank *r, const char *path) {
   dl_named_tensor *items;
   int n;
   DL_TRY(dl_model_state_items(r->net.model, &items, &n));
-  char (*names)[DLC_NAME_MAX] = malloc((size_t)(n ? n : 1) * sizeof *names);
+  char(*names)[DLC_NAME_MAX] = malloc((size_t)(n ? n : 1) * sizeof *names);
   if (!names) {
     free(items);
     return dl_fail(DL_ERR_NOMEM, "out of memory saving a checkpoint");
@@ -116,8 +116,10 @@ static dl_status save_state(dlc_rank *r, const ckpt_paths *paths, progress_state
   *i64(&p->epoch) = r->data.epoch;
   *i64(&p->pos) = r->data.pos;
   *i64(&p->rng_offset) = (int64_t)r->data.rng_offset;
-  dl_named_tensor items[] = {{"step", &p->step}, {"epoch", &p->epoch},
-                             {"position", &p->pos}, {"rng_offset", &p->rng_offset}};
+  dl_named_tensor items[] = {{"step", &p->step},
+                             {"epoch", &p->epoch},
+                             {"position", &p->pos},
+                             {"rng_offset", &p->rng_offset}};
   return dl_state_save(paths->progress, "progress", items, c->rng ? 4 : 1);
 }
 
@@ -127,8 +129,8 @@ static dl_status record_load(dlc_rank *r, dl_status load, const dl_load_report *
   dlc_trace *t = r->sh->trace;
   char text[2048];
   dl_load_report_describe(rep, text, sizeof text);
-  if (load) snprintf(text + strlen(text), sizeof text - strlen(text),
-                     " Load failed: %s", dl_last_error());
+  if (load)
+    snprintf(text + strlen(text), sizeof text - strlen(text), " Load failed: %s", dl_last_error());
   DL_TRY(dlc_trace_set_note(t, "checkpoint_load", text));
   DL_TRY(dlc_trace_set_metric(t, "ckpt_missing_keys", rep->nmissing));
   DL_TRY(dlc_trace_set_metric(t, "ckpt_unexpected_keys", rep->nunexpected));
@@ -182,14 +184,15 @@ static dl_status restore_state(dlc_rank *r, const ckpt_paths *paths, progress_st
   DL_TRY(restore_model(r, paths));
   if (c->optimizer) DL_TRY(restore_optimizer(r, paths));
   DL_TRY(restore_scaler(r, paths, p));
-  dl_named_tensor items[] = {{"step", &p->step}, {"epoch", &p->epoch},
-                             {"position", &p->pos}, {"rng_offset", &p->rng_offset}};
+  dl_named_tensor items[] = {{"step", &p->step},
+                             {"epoch", &p->epoch},
+                             {"position", &p->pos},
+                             {"rng_offset", &p->rng_offset}};
   DL_TRY(dl_state_load(paths->progress, "progress", items, c->rng ? 4 : 1, true, NULL));
   r->train.step = *i64(&p->step);
   if (c->rng) /* C3 leaves it out: the data order restarts */
     dlc_cursor_seek(&r->data, *i64(&p->epoch), *i64(&p->pos), (uint64_t)*i64(&p->rng_offset));
-  else
-    dlc_cursor_seek(&r->data, 0, 0, 0);
+  else dlc_cursor_seek(&r->data, 0, 0, 0);
   return DL_OK;
 }
 

@@ -59,8 +59,11 @@ static dl_status load_epoch(dlc_data_cursor *d) {
 static dl_status open_loader(dlc_data_cursor *d) {
   const dlc_data_config *c = &d->cfg->data;
   dl_augment aug = {.hflip = d->train->x.ndim == 4, .noise_std = 0.05f};
-  dl_loader_opts o = {.batch = c->batch, .drop_last = c->drop_last, .workers = c->workers,
-                      .aug = c->augment ? &aug : NULL, .epoch = d->epoch,
+  dl_loader_opts o = {.batch = c->batch,
+                      .drop_last = c->drop_last,
+                      .workers = c->workers,
+                      .aug = c->augment ? &aug : NULL,
+                      .epoch = d->epoch,
                       .seed = d->cfg->seed};
   return dl_loader_create(&d->loader, d->train, d->order.v + d->pos, d->order.n - d->pos, &o);
 }
@@ -134,8 +137,10 @@ static dl_status too_large(const dlc_data_config *d, int64_t rows, const char *k
 dl_status dlc_synthetic_rows(const dlc_data_config *d, int64_t *rows, int64_t *n_eval) {
   *n_eval = d->eval_limit > 0 ? d->eval_limit : d->n / 4;
   if (d->n < 1 || *n_eval < 0)
-    return dl_fail(DL_ERR_INVALID, "data: data.n %lld must be >= 1 and data.eval_limit %lld "
-                   ">= 0", (long long)d->n, (long long)d->eval_limit);
+    return dl_fail(DL_ERR_INVALID,
+                   "data: data.n %lld must be >= 1 and data.eval_limit %lld "
+                   ">= 0",
+                   (long long)d->n, (long long)d->eval_limit);
   if (__builtin_add_overflow(d->n, *n_eval, rows))
     return dl_fail(DL_ERR_INVALID,
                    "data: data.n %lld plus %lld evaluation samples (data.eval_limit, else "

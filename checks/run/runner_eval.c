@@ -32,8 +32,8 @@ static void score(const dl_tensor *out, const dl_tensor *y, int64_t rows, eval_r
   }
 }
 
-static dl_status eval_batches(dlc_rank *r, const dl_indices *idx, dl_batch *b,
-                              bool no_grad, eval_result *res, bool keep_first) {
+static dl_status eval_batches(dlc_rank *r, const dl_indices *idx, dl_batch *b, bool no_grad,
+                              eval_result *res, bool keep_first) {
   int64_t B = r->cfg->data.batch;
   for (int64_t pos = 0; pos < idx->n; pos += B) {
     int64_t take = idx->n - pos < B ? idx->n - pos : B;
@@ -42,9 +42,12 @@ static dl_status eval_batches(dlc_rank *r, const dl_indices *idx, dl_batch *b,
     dlc_batch_rows(b, take, &x, &y);
     /* Every inference call draws its own noise, as each forward call in
      * PyTorch does: dropout left on (M1) shows up as outputs that vary. */
-    dl_ctx ctx = {.grad_enabled = !no_grad, .autocast = r->cfg->precision.autocast,
-                  .seed = r->cfg->seed, .step = ((int64_t)1 << 40) + r->inference_calls,
-                  .sample_ids = b->ids, .backend = r->backend};
+    dl_ctx ctx = {.grad_enabled = !no_grad,
+                  .autocast = r->cfg->precision.autocast,
+                  .seed = r->cfg->seed,
+                  .step = ((int64_t)1 << 40) + r->inference_calls,
+                  .sample_ids = b->ids,
+                  .backend = r->backend};
     const dl_tensor *out;
     DL_TRY(dl_model_forward(r->net.model, &ctx, &x, &out));
     score(out, &y, take, res);
@@ -60,7 +63,9 @@ static dl_status eval_batches(dlc_rank *r, const dl_indices *idx, dl_batch *b,
 static dl_status eval_pass(dlc_rank *r, bool eval_mode, bool no_grad, eval_result *res,
                            bool keep_first) {
   dl_sampler s = {.kind = r->world > 1 ? DL_SAMPLER_DISTRIBUTED : DL_SAMPLER_SEQUENTIAL,
-                  .n = r->sh->eval.n, .seed = r->cfg->seed, .rank = r->rank,
+                  .n = r->sh->eval.n,
+                  .seed = r->cfg->seed,
+                  .rank = r->rank,
                   .world = r->world};
   dl_indices idx = {0};
   dl_batch b = {0};
@@ -105,8 +110,8 @@ static double max_abs_diff(const float *a, const float *b, int64_t n) {
   return m;
 }
 
-static dl_status record_eval(dlc_rank *r, eval_result *res, eval_result *again,
-                             eval_result *ref, double buf_change) {
+static dl_status record_eval(dlc_rank *r, eval_result *res, eval_result *again, eval_result *ref,
+                             double buf_change) {
   float sums[2] = {(float)res->correct, (float)res->count};
   DL_TRY(dl_comm_allreduce_sum(r->comm, sums, 2));
   if (r->rank != 0) return DL_OK;
@@ -157,7 +162,8 @@ dl_status dlc_evaluate(dlc_rank *r, bool final) {
   float *before = NULL, *after = NULL;
   int64_t nb = 0;
   dl_status s = res.hist && again.hist && ref.hist
-                    ? DL_OK : dl_fail(DL_ERR_NOMEM, "out of memory for evaluation");
+                    ? DL_OK
+                    : dl_fail(DL_ERR_NOMEM, "out of memory for evaluation");
   if (!s) s = buffers_snapshot(r, &before, &nb);
   if (!s) s = eval_pass(r, e->eval_mode, e->no_grad, &res, final);
   if (!s) s = buffers_snapshot(r, &after, &nb);

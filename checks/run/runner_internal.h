@@ -19,10 +19,10 @@ typedef struct dlc_run_shared {
   const dlc_run_options *opt;
   dl_dataset train, eval;
   bool has_eval;
-  dl_comm **comms;         /* per rank; only this process's rank if external */
-  dl_comm *external;       /* a multi-process communicator (not owned), or NULL */
-  dlc_trace *trace;        /* written by rank 0 only */
-  int32_t **seen;          /* seen[rank][sample]: uses in the first epoch */
+  dl_comm **comms;   /* per rank; only this process's rank if external */
+  dl_comm *external; /* a multi-process communicator (not owned), or NULL */
+  dlc_trace *trace;  /* written by rank 0 only */
+  int32_t **seen;    /* seen[rank][sample]: uses in the first epoch */
   bool epoch0_done;
 } dlc_run_shared;
 
@@ -34,13 +34,13 @@ typedef struct dlc_data_cursor {
   const dlc_run_config *cfg;
   const dl_dataset *train;
   int rank;
-  int32_t *seen;             /* uses of each sample in the first epoch, or NULL */
+  int32_t *seen; /* uses of each sample in the first epoch, or NULL */
   dl_sampler sampler;
   int64_t epoch, pos;
-  uint64_t rng_offset;       /* added to the shuffle key (D8) */
-  dl_indices order;          /* this epoch's order; NULL v: load it */
-  dl_loader *loader;         /* this epoch's batches from pos on (data.workers) */
-  bool epoch0_done;          /* the first epoch ran to its end (stays set) */
+  uint64_t rng_offset; /* added to the shuffle key (D8) */
+  dl_indices order;    /* this epoch's order; NULL v: load it */
+  dl_loader *loader;   /* this epoch's batches from pos on (data.workers) */
+  bool epoch0_done;    /* the first epoch ran to its end (stays set) */
   /* D2 evidence: epochs whose order repeats the one before */
   uint64_t last_order_hash;
   int64_t last_order_epoch, order_repeats;
@@ -50,7 +50,7 @@ typedef struct dlc_data_cursor {
  * again by dlc_rank_rebuild_model when a checkpoint is restored). */
 typedef struct dlc_rank_net {
   dl_model *model;
-  dl_param **params;         /* the model's, in state-dict order */
+  dl_param **params; /* the model's, in state-dict order */
   int nparams;
   dl_optim *optim;
 } dlc_rank_net;
@@ -60,9 +60,9 @@ typedef struct dlc_rank_net {
 typedef struct dlc_rank_train {
   dl_grad_scaler scaler;
   dl_schedule sched;
-  int64_t step;              /* optimizer steps taken */
-  dl_batch *micro;           /* accumulation micro-batches, cfg->accumulation */
-  float *flat;               /* gradients or buffers flattened for collectives */
+  int64_t step;    /* optimizer steps taken */
+  dl_batch *micro; /* accumulation micro-batches, cfg->accumulation */
+  float *flat;     /* gradients or buffers flattened for collectives */
   int64_t flat_n;
 } dlc_rank_train;
 
@@ -76,7 +76,7 @@ typedef struct dlc_rank_evidence {
 /* Layer statistics of the current step (rank 0). Owned by runner_record.c
  * (the hooks fill it; dlc_stats_begin_step starts a step). */
 typedef struct dlc_step_stats {
-  bool now;                  /* record layer statistics in this step */
+  bool now; /* record layer statistics in this step */
   int n, cap;
   char (*names)[DLC_NAME_MAX];
   double (*vals)[DLC_STAT_COUNT];
@@ -89,14 +89,14 @@ typedef struct dlc_rank {
   const dlc_run_config *cfg;
   int rank, world;
   dl_comm *comm;
-  dl_backend *backend;       /* where GEMMs and convolutions run; NULL: the CPU */
-  bool backend_owned;        /* opened here (else the options' override) */
+  dl_backend *backend; /* where GEMMs and convolutions run; NULL: the CPU */
+  bool backend_owned;  /* opened here (else the options' override) */
   dlc_rank_net net;
   dlc_rank_train train;
   dlc_data_cursor data;
   dlc_rank_evidence ev;
   dlc_step_stats stats;
-  int64_t inference_calls;   /* runner_eval.c: keys the noise of each inference pass */
+  int64_t inference_calls; /* runner_eval.c: keys the noise of each inference pass */
 } dlc_rank;
 
 /* runner_data.c */
@@ -147,8 +147,8 @@ dl_status dlc_record_check_size(const dlc_rank *r, int64_t steps);
 void dlc_stats_begin_step(dlc_step_stats *s, bool record);
 void dlc_record_forward(void *user, const char *layer, const dl_tensor *y);
 void dlc_record_backward(void *user, const char *layer, const dl_tensor *dy);
-dl_status dlc_record_step(dlc_rank *r, double loss, float grad_norm, float clipped_norm,
-                          float lr, bool skipped);
+dl_status dlc_record_step(dlc_rank *r, double loss, float grad_norm, float clipped_norm, float lr,
+                          bool skipped);
 dl_status dlc_record_final(dlc_rank *r);
 dl_status dlc_record_initial(dlc_rank *r);
 

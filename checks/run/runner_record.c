@@ -74,12 +74,13 @@ static dl_status push_digests(dlc_rank *r) {
   int np = r->net.nparams, nb = dl_model_num_buffers(r->net.model), n = np + nb;
   const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
   const dl_tensor **ts = malloc((size_t)(n ? n : 1) * sizeof *ts);
-  char (*buf)[DLC_NAME_MAX] = malloc((size_t)(n ? n : 1) * sizeof *buf);
+  char(*buf)[DLC_NAME_MAX] = malloc((size_t)(n ? n : 1) * sizeof *buf);
   dl_status s = DL_OK;
   if (!names || !ts || !buf) s = dl_fail(DL_ERR_NOMEM, "out of memory for digests");
   for (int i = 0; !s && i < n; i++) {
     const char *kind = i < np ? "param" : "buffer";
-    const char *name = i < np ? r->net.params[i]->name : dl_model_buffer(r->net.model, i - np)->name;
+    const char *name = i < np ? r->net.params[i]->name
+                              : dl_model_buffer(r->net.model, i - np)->name;
     snprintf(buf[i], DLC_NAME_MAX, "%s/%s", kind, name);
     names[i] = buf[i];
     ts[i] = i < np ? &r->net.params[i]->value : &dl_model_buffer(r->net.model, i - np)->value;
@@ -91,8 +92,8 @@ static dl_status push_digests(dlc_rank *r) {
   return s;
 }
 
-dl_status dlc_record_step(dlc_rank *r, double loss, float grad_norm, float clipped_norm,
-                          float lr, bool skipped) {
+dl_status dlc_record_step(dlc_rank *r, double loss, float grad_norm, float clipped_norm, float lr,
+                          bool skipped) {
   if (r->rank != 0) return DL_OK;
   dlc_trace *t = r->sh->trace;
   _Static_assert(DLC_STEP_SERIES == 6, "the series pushed here");
@@ -117,8 +118,7 @@ dl_status dlc_record_step(dlc_rank *r, double loss, float grad_norm, float clipp
   return DL_OK;
 }
 
-static dl_status add_final(dlc_trace *t, const char *kind, const char *name,
-                           const dl_tensor *v) {
+static dl_status add_final(dlc_trace *t, const char *kind, const char *name, const dl_tensor *v) {
   char full[DLC_NAME_MAX];
   snprintf(full, sizeof full, "%s/%s", kind, name);
   return dlc_trace_add_final(t, full, v);

@@ -13,8 +13,11 @@
 
 static dl_ctx train_ctx(dlc_rank *r, const dl_batch *b, int64_t *ids_scratch) {
   const dlc_run_config *c = r->cfg;
-  dl_ctx ctx = {.grad_enabled = true, .autocast = c->precision.autocast,
-                .seed = c->seed, .step = r->train.step, .sample_ids = b->ids,
+  dl_ctx ctx = {.grad_enabled = true,
+                .autocast = c->precision.autocast,
+                .seed = c->seed,
+                .step = r->train.step,
+                .sample_ids = b->ids,
                 .backend = r->backend};
   if (c->bug.rank_keyed_noise) {
     /* D7: every rank seeds its noise the same way, by batch row. */
@@ -109,8 +112,8 @@ static dl_ce_desc micro_loss(const dlc_rank *r) {
 
 /* Mean over all tokens of the accumulated (and data-parallel) batch:
  * weight W/total per token; DDP's gradient mean divides the W out. */
-static dl_status token_weights(const dlc_rank *r, const dl_tensor *y, float tokens,
-                               dl_ce_desc *ce, dl_tensor *weights) {
+static dl_status token_weights(const dlc_rank *r, const dl_tensor *y, float tokens, dl_ce_desc *ce,
+                               dl_tensor *weights) {
   DL_TRY(dl_tensor_alloc(weights, DL_F32, y->ndim, y->shape, "token weights"));
   for (int64_t i = 0; i < weights->numel; i++) dl_f32(weights)[i] = (float)r->world / tokens;
   ce->reduction = DL_REDUCTION_SUM;
@@ -197,8 +200,7 @@ static dl_status update(dlc_rank *r, float lr, float *norm, float *clipped, bool
   if (zf > r->ev.zero_grad_fraction_max) r->ev.zero_grad_fraction_max = zf;
   if (c->clip_max_norm > 0)
     DL_TRY(dl_clip_grad_norm(r->net.params, r->net.nparams, c->clip_max_norm, false, norm));
-  else
-    DL_TRY(dl_grad_norm(r->net.params, r->net.nparams, norm));
+  else DL_TRY(dl_grad_norm(r->net.params, r->net.nparams, norm));
   if (!unscale_first) dl_scaler_unscale(&r->train.scaler, r->net.params, r->net.nparams);
   DL_TRY(dl_grad_norm(r->net.params, r->net.nparams, clipped));
   if (r->train.scaler.found_inf) r->ev.overflow_steps++;

@@ -43,8 +43,8 @@ _Static_assert(DL_SCHEDULE_CONSTANT == 0 && DL_SCHEDULE_STEP == 1 && DL_SCHEDULE
 _Static_assert(DL_SCALER_OFF == 0 && DL_SCALER_DYNAMIC == 1 && DL_SCALER_STATIC == 2,
                "scaler names follow dl_scaler_mode");
 _Static_assert(sizeof(dl_dtype) == sizeof(int) && sizeof(dlc_data_source) == sizeof(int) &&
-                   sizeof(dl_optim_kind) == sizeof(int) && sizeof(dl_schedule_kind) == sizeof(int) &&
-                   sizeof(dl_scaler_mode) == sizeof(int),
+                   sizeof(dl_optim_kind) == sizeof(int) &&
+                   sizeof(dl_schedule_kind) == sizeof(int) && sizeof(dl_scaler_mode) == sizeof(int),
                "choices are written as int");
 
 typedef struct body_block {
@@ -61,9 +61,9 @@ typedef struct owned_scenario {
 typedef struct loader {
   yu_doc doc;
   owned_scenario *os;
-  int depth;                     /* residual nesting while reading a model */
+  int depth; /* residual nesting while reading a model */
   yu_val root;
-  yu_val runs[DLC_MAX_RUNS];     /* each run: its name (key) and overrides */
+  yu_val runs[DLC_MAX_RUNS]; /* each run: its name (key) and overrides */
 } loader;
 
 /* ---- model ------------------------------------------------------------- */
@@ -82,21 +82,36 @@ static dl_status parse_body(void *ctx, const yu_val *v, const yu_field *f, void 
 /* The YAML type and range of each dl_layer_desc member a layer key sets;
  * which keys each kind takes is its registry entry's (engine/layer_kinds.h). */
 #define LF(k, t, member) .key = k, .type = t, .offset = offsetof(dl_layer_desc, member)
-#define KEY_in(k) {LF(k, YU_I64, in), .range = YU_INTS(1, INT32_MAX), .required = true}
-#define KEY_out(k) {LF(k, YU_I64, out), .range = YU_INTS(1, INT32_MAX), .required = true}
-#define KEY_kernel(k) {LF(k, YU_INT, kernel), .range = YU_INTS(1, 1024), .required = true}
-#define KEY_stride(k) {LF(k, YU_INT, stride), .range = YU_INTS(1, 1024)}
-#define KEY_padding(k) {LF(k, YU_INT, padding), .range = YU_INTS(0, 1024)}
-#define KEY_bias(k) {LF(k, YU_BOOL, bias)}
-#define KEY_eps(k) {LF(k, YU_F32, eps), .range = YU_GT0}
-#define KEY_momentum(k) {LF(k, YU_F32, momentum), .range = YU_UNIT}
-#define KEY_affine(k) {LF(k, YU_BOOL, affine)}
-#define KEY_track_running_stats(k) {LF(k, YU_BOOL, track_running_stats)}
-#define KEY_p(k) {LF(k, YU_F32, p), .range = YU_UNIT_OPEN}
-#define KEY_gelu_tanh(k) {.key = k, .type = YU_CUSTOM, .parse = parse_gelu}
-#define KEY_body(k) {.key = k, .type = YU_CUSTOM, .parse = parse_body, .required = true}
-#define KEY_heads(k) {LF(k, YU_INT, heads), .range = YU_INTS(1, 65536), .required = true}
-#define KEY_causal(k) {LF(k, YU_BOOL, causal)}
+#define KEY_in(k) \
+  { LF(k, YU_I64, in), .range = YU_INTS(1, INT32_MAX), .required = true }
+#define KEY_out(k) \
+  { LF(k, YU_I64, out), .range = YU_INTS(1, INT32_MAX), .required = true }
+#define KEY_kernel(k) \
+  { LF(k, YU_INT, kernel), .range = YU_INTS(1, 1024), .required = true }
+#define KEY_stride(k) \
+  { LF(k, YU_INT, stride), .range = YU_INTS(1, 1024) }
+#define KEY_padding(k) \
+  { LF(k, YU_INT, padding), .range = YU_INTS(0, 1024) }
+#define KEY_bias(k) \
+  { LF(k, YU_BOOL, bias) }
+#define KEY_eps(k) \
+  { LF(k, YU_F32, eps), .range = YU_GT0 }
+#define KEY_momentum(k) \
+  { LF(k, YU_F32, momentum), .range = YU_UNIT }
+#define KEY_affine(k) \
+  { LF(k, YU_BOOL, affine) }
+#define KEY_track_running_stats(k) \
+  { LF(k, YU_BOOL, track_running_stats) }
+#define KEY_p(k) \
+  { LF(k, YU_F32, p), .range = YU_UNIT_OPEN }
+#define KEY_gelu_tanh(k) \
+  { .key = k, .type = YU_CUSTOM, .parse = parse_gelu }
+#define KEY_body(k) \
+  { .key = k, .type = YU_CUSTOM, .parse = parse_body, .required = true }
+#define KEY_heads(k) \
+  { LF(k, YU_INT, heads), .range = YU_INTS(1, 65536), .required = true }
+#define KEY_causal(k) \
+  { LF(k, YU_BOOL, causal) }
 
 #define DL_KEY(k, member) KEY_##member(k),
 #define KIND_FIELDS(id, name, ops, init, check, keys) \
@@ -148,8 +163,7 @@ static dl_status parse_body(void *ctx, const yu_val *v, const yu_field *f, void 
   int count;
   DL_TRY(yu_seq_count(v, 1, DLC_MAX_LAYERS, &count));
   if (L->depth >= MAX_BODY_DEPTH)
-    return yu_fail(v, DL_ERR_INVALID, "residual blocks nest deeper than %d levels",
-                   MAX_BODY_DEPTH);
+    return yu_fail(v, DL_ERR_INVALID, "residual blocks nest deeper than %d levels", MAX_BODY_DEPTH);
   body_block *b = calloc(1, sizeof *b + (size_t)count * sizeof b->descs[0]);
   if (!b) return yu_fail(v, DL_ERR_NOMEM, "out of memory for a residual body");
   b->next = L->os->bodies;
@@ -191,8 +205,7 @@ static dl_status parse_frozen(void *ctx, const yu_val *v, const yu_field *f, voi
   return read_patterns(v, c->frozen, &c->nfrozen);
 }
 
-static dl_status parse_not_in_optimizer(void *ctx, const yu_val *v, const yu_field *f,
-                                        void *base) {
+static dl_status parse_not_in_optimizer(void *ctx, const yu_val *v, const yu_field *f, void *base) {
   dlc_run_config *c = base;
   (void)ctx, (void)f;
   return read_patterns(v, c->not_in_optimizer, &c->nnot_in_optimizer);
@@ -216,8 +229,10 @@ static dl_status parse_betas(void *ctx, const yu_val *v, const yu_field *f, void
 }
 
 #define RF(k, t, member) .key = k, .type = t, .offset = offsetof(dlc_run_config, member)
-#define RSTR(k, t, member) {RF(k, t, member), .size = MSIZE(dlc_run_config, member)}
-#define RSUB(k, table) {.key = k, .type = YU_MAP, .sub = table, .nsub = COUNT(table)}
+#define RSTR(k, t, member) \
+  { RF(k, t, member), .size = MSIZE(dlc_run_config, member) }
+#define RSUB(k, table) \
+  { .key = k, .type = YU_MAP, .sub = table, .nsub = COUNT(table) }
 
 static const char *const source_names[] = {"fixture", "blobs", "tokens", NULL};
 static const char *const optim_names[] = {"sgd", "adam", "adamw", NULL};
@@ -300,7 +315,8 @@ static const yu_field parallel_fields[] = {
     {RF("broadcast_buffers", YU_BOOL, parallel.broadcast_buffers)},
 };
 
-_Static_assert(DL_REDUCTION_MEAN == 0 && DL_REDUCTION_SUM == 1 && sizeof(dl_reduction) == sizeof(int),
+_Static_assert(DL_REDUCTION_MEAN == 0 && DL_REDUCTION_SUM == 1 &&
+                   sizeof(dl_reduction) == sizeof(int),
                "reduction names follow dl_reduction");
 _Static_assert(sizeof(int32_t) == sizeof(int), "ignore_index is read as an int");
 static const char *const reduction_names[] = {"mean", "sum", NULL};
@@ -313,7 +329,8 @@ static dl_status parse_loss_type(void *ctx, const yu_val *v, const yu_field *f, 
   int i;
   DL_TRY(yu_choice(v, names, &i));
   if (i == 1)
-    return yu_fail(v, DL_ERR_INVALID, "mse needs float targets shaped like the model's output, "
+    return yu_fail(v, DL_ERR_INVALID,
+                   "mse needs float targets shaped like the model's output, "
                    "but the runner's data (fixture, blobs, tokens) are class labels: use "
                    "cross_entropy");
   ((dlc_run_config *)base)->loss.kind = DLC_LOSS_CROSS_ENTROPY;
@@ -358,24 +375,21 @@ static const yu_field eval_fields[] = {
 #define BUG_FIELD(name, id, doc) {RF(#name, YU_BOOL, bug.name)},
 static const yu_field bug_fields[] = {DLC_BUGS(BUG_FIELD)};
 
-#define RUN_SETTINGS                                                                     \
-  {RF("seed", YU_U64, seed)},                                                            \
-  {.key = "model", .type = YU_CUSTOM, .parse = parse_model}, /* build_run needs it */    \
-  RSTR("init_weights", YU_STR0, init_weights),                                           \
-  RSTR("trace", YU_STR0, trace),                                                         \
-  RSUB("data", data_fields), RSUB("optimizer", optim_fields),                            \
-  RSUB("schedule", schedule_fields), RSUB("clip", clip_fields),                          \
-  RSUB("precision", precision_fields), RSUB("parallel", parallel_fields),                \
-  RSUB("backend", backend_fields),                                                       \
-  {RF("accumulation", YU_INT, accumulation), .range = YU_INTS(1, 1 << 20)},              \
-  {RF("steps", YU_I64, steps), .range = YU_INTS(1, 1e9)},                                \
-  {RF("loss_weight", YU_F32, loss_weight), .range = YU_GT0},                              \
-  RSUB("loss", loss_fields),                                                             \
-  RSUB("checkpoint", checkpoint_fields), RSUB("eval", eval_fields),                      \
-  {.key = "frozen", .type = YU_CUSTOM, .parse = parse_frozen},                           \
-  {.key = "not_in_optimizer", .type = YU_CUSTOM, .parse = parse_not_in_optimizer},       \
-  {RF("stats_every", YU_I64, stats_every), .range = YU_GE0},                             \
-  RSUB("bugs", bug_fields)
+#define RUN_SETTINGS                                                                        \
+  {RF("seed", YU_U64, seed)},                                                               \
+      {.key = "model", .type = YU_CUSTOM, .parse = parse_model}, /* build_run needs it */   \
+      RSTR("init_weights", YU_STR0, init_weights), RSTR("trace", YU_STR0, trace),           \
+      RSUB("data", data_fields), RSUB("optimizer", optim_fields),                           \
+      RSUB("schedule", schedule_fields), RSUB("clip", clip_fields),                         \
+      RSUB("precision", precision_fields), RSUB("parallel", parallel_fields),               \
+      RSUB("backend", backend_fields),                                                      \
+      {RF("accumulation", YU_INT, accumulation), .range = YU_INTS(1, 1 << 20)},             \
+      {RF("steps", YU_I64, steps), .range = YU_INTS(1, 1e9)},                               \
+      {RF("loss_weight", YU_F32, loss_weight), .range = YU_GT0}, RSUB("loss", loss_fields), \
+      RSUB("checkpoint", checkpoint_fields), RSUB("eval", eval_fields),                     \
+      {.key = "frozen", .type = YU_CUSTOM, .parse = parse_frozen},                          \
+      {.key = "not_in_optimizer", .type = YU_CUSTOM, .parse = parse_not_in_optimizer},      \
+      {RF("stats_every", YU_I64, stats_every), .range = YU_GE0}, RSUB("bugs", bug_fields)
 
 /* The top level: run settings plus the keys read by read_scenario. */
 static const yu_field top_fields[] = {
@@ -398,8 +412,10 @@ static dl_status finish_run(dlc_run_config *c, const yu_val *where, const char *
   if (isnan(o->lr)) o->lr = o->kind == DL_OPTIM_SGD ? 0.01f : 1e-3f;
   if (isnan(o->weight_decay)) o->weight_decay = o->kind == DL_OPTIM_ADAMW ? 0.01f : 0.0f;
   if (o->kind == DL_OPTIM_SGD && o->nesterov && (o->momentum <= 0 || o->dampening != 0))
-    return yu_fail(where, DL_ERR_INVALID, "%snesterov needs momentum > 0 and dampening 0 "
-                                          "(as torch.optim.SGD)", who);
+    return yu_fail(where, DL_ERR_INVALID,
+                   "%snesterov needs momentum > 0 and dampening 0 "
+                   "(as torch.optim.SGD)",
+                   who);
   dl_schedule *sc = &c->schedule;
   if (sc->kind == DL_SCHEDULE_STEP && sc->step_size == 0)
     return yu_fail(where, DL_ERR_INVALID, "%sschedule type step needs step_size", who);
@@ -446,8 +462,10 @@ static dl_status build_run(loader *L, int run, const yu_val *extra, const yu_val
   /* Only runs the engine trains need a model; a pitfall's message points
    * at its overrides, the scenario's at the top level. */
   if (c->nlayers == 0)
-    return yu_fail(extra ? where : &L->root, DL_ERR_FORMAT, "missing required key 'model': run "
-                   "'%s' trains in the engine (only a run with trace: needs none)", c->name);
+    return yu_fail(extra ? where : &L->root, DL_ERR_FORMAT,
+                   "missing required key 'model': run "
+                   "'%s' trains in the engine (only a run with trace: needs none)",
+                   c->name);
   return finish_run(c, where, who);
 }
 
@@ -551,8 +569,10 @@ int dlc_scenario_find_run(const dlc_scenario *s, const char *name) {
 static dl_status need_run(const loader *L, const yu_val *v, const char *name) {
   if (dlc_scenario_find_run(&L->os->pub, name) >= 0) return DL_OK;
   if (L->os->pub.nruns == 0)
-    return yu_fail(v, DL_ERR_INVALID, "unknown run '%s': the scenario has no runs; name at "
-                   "least one under runs: (the first is the reference)", name);
+    return yu_fail(v, DL_ERR_INVALID,
+                   "unknown run '%s': the scenario has no runs; name at "
+                   "least one under runs: (the first is the reference)",
+                   name);
   char known[DLC_MAX_RUNS * (DLC_NAME_MAX + 2)] = "";
   for (int i = 0; i < L->os->pub.nruns; i++) {
     strcat(known, i ? ", " : "");
@@ -596,19 +616,21 @@ static dl_status parse_catalogue(void *ctx, const yu_val *v, const yu_field *f, 
     yu_val item = yu_seq_at(v, i);
     DL_TRY(yu_str(&item, c->catalogue[i], DLC_CATALOGUE_ID_MAX, false));
     if (!dlc_catalogue_find(c->catalogue[i]))
-      return yu_fail(&item, DL_ERR_INVALID, "'%s' is not a catalogue ID; `dlcheck list` "
-                     "shows them (G1 ... E3)", c->catalogue[i]);
+      return yu_fail(&item, DL_ERR_INVALID,
+                     "'%s' is not a catalogue ID; `dlcheck list` "
+                     "shows them (G1 ... E3)",
+                     c->catalogue[i]);
     for (int j = 0; j < i; j++)
       if (!strcmp(c->catalogue[j], c->catalogue[i]))
-        return yu_fail(&item, DL_ERR_INVALID, "catalogue ID '%s' is listed twice",
-                       c->catalogue[i]);
+        return yu_fail(&item, DL_ERR_INVALID, "catalogue ID '%s' is listed twice", c->catalogue[i]);
   }
   c->ncatalogue = count;
   return DL_OK;
 }
 
 #define CF(k, t, member) .key = k, .type = t, .offset = offsetof(dlc_check_spec, member)
-#define CSTR(k, member, req) {CF(k, YU_STR, member), .size = DLC_NAME_MAX, .required = req}
+#define CSTR(k, member, req) \
+  { CF(k, YU_STR, member), .size = DLC_NAME_MAX, .required = req }
 static const yu_field check_fields[] = {
     CSTR("name", name, true),
     CSTR("kind", kind, true),
@@ -645,8 +667,8 @@ static dl_status check_refs(const loader *L, const yu_val *item, const dlc_check
   if (k->runs == 0 && has_a)
     return yu_fail(&v, DL_ERR_INVALID, "check kind '%s' reads no run; remove a", c->kind);
   if (k->runs > 0 && !has_a)
-    return yu_fail(item, DL_ERR_FORMAT, "check '%s' of kind '%s' reads a run; add a: RUN",
-                   c->name, c->kind);
+    return yu_fail(item, DL_ERR_FORMAT, "check '%s' of kind '%s' reads a run; add a: RUN", c->name,
+                   c->kind);
   if (has_a) DL_TRY(need_run(L, &v, c->a));
   bool has_b = yu_map_find(item, "b", &v);
   if (k->runs == 2 && !has_b)
@@ -658,8 +680,10 @@ static dl_status check_refs(const loader *L, const yu_val *item, const dlc_check
   if (has_b) DL_TRY(need_run(L, &v, c->b));
   bool has_reason = yu_map_find(item, "reason", &v);
   if (!k->runs && !has_reason)
-    return yu_fail(item, DL_ERR_FORMAT, "check '%s' of kind '%s' says why it is not tested; "
-                   "add reason: TEXT", c->name, c->kind);
+    return yu_fail(item, DL_ERR_FORMAT,
+                   "check '%s' of kind '%s' says why it is not tested; "
+                   "add reason: TEXT",
+                   c->name, c->kind);
   if (k->runs && has_reason)
     return yu_fail(&v, DL_ERR_INVALID, "reason belongs to kind not_tested; remove it");
   return DL_OK;
@@ -699,8 +723,11 @@ typedef struct pitfall_src {
   char id[16], name[DLC_NAME_MAX], caught_by[DLC_NAME_MAX], description[512];
 } pitfall_src;
 
-#define PF(k, t, member, req) {.key = k, .type = t, .offset = offsetof(pitfall_src, member), \
-                               .size = MSIZE(pitfall_src, member), .required = req}
+#define PF(k, t, member, req)                                     \
+  {                                                               \
+    .key = k, .type = t, .offset = offsetof(pitfall_src, member), \
+    .size = MSIZE(pitfall_src, member), .required = req           \
+  }
 static const yu_field pitfall_fields[] = {
     PF("id", YU_STR, id, true),
     PF("name", YU_STR, name, false),
@@ -747,14 +774,17 @@ static dl_status check_pitfall(const loader *L, const yu_val *item, const pitfal
   yu_val v;
   DL_TRY(find_key(item, "id", &v));
   if (!is_pitfall_id(p->id))
-    return yu_fail(&v, DL_ERR_INVALID, "'%s' is not a catalogue ID (a capital letter and digits, "
-                                       "as G1 or D7; see docs/pitfalls.md)", p->id);
+    return yu_fail(&v, DL_ERR_INVALID,
+                   "'%s' is not a catalogue ID (a capital letter and digits, "
+                   "as G1 or D7; see docs/pitfalls.md)",
+                   p->id);
   if (!yu_map_find(item, "name", &v)) DL_TRY(find_key(item, "id", &v));
   DL_TRY(check_name(&v, "pitfall", p->name, false));
   for (int j = 0; j < i; j++)
     if (!strcmp(s->variants[j].name, p->name))
-      return yu_fail(&v, DL_ERR_INVALID, "duplicate pitfall name '%s' (also pitfalls[%d]); give "
-                                         "each a distinct name",
+      return yu_fail(&v, DL_ERR_INVALID,
+                     "duplicate pitfall name '%s' (also pitfalls[%d]); give "
+                     "each a distinct name",
                      p->name, j);
   DL_TRY(find_key(item, "caught_by", &v));
   if (find_check(s, p->caught_by) < 0)
@@ -797,7 +827,8 @@ static dl_status read_pitfalls(loader *L) {
   DL_TRY(yu_seq_count(&pitfalls, 0, MAX_PITFALLS, &count));
   if (count == 0) return DL_OK;
   if (s->nruns == 0)
-    return yu_fail(&pitfalls, DL_ERR_INVALID, "pitfall variants re-run the scenario's runs, "
+    return yu_fail(&pitfalls, DL_ERR_INVALID,
+                   "pitfall variants re-run the scenario's runs, "
                    "and it has none");
   s->variants = calloc((size_t)count, sizeof *s->variants);
   if (!s->variants) return yu_fail(&pitfalls, DL_ERR_NOMEM, "out of memory for %d variants", count);

@@ -15,8 +15,8 @@
 enum { DLC_MAX_RUNS = 8, DLC_MAX_CHECKS = 16, DLC_MAX_VARIANTS = 16 };
 
 typedef struct dlc_variant {
-  char name[DLC_NAME_MAX];   /* "G1" or "G1-no-zero-grad" */
-  char pitfall[16];          /* catalogue ID */
+  char name[DLC_NAME_MAX];      /* "G1" or "G1-no-zero-grad" */
+  char pitfall[16];             /* catalogue ID */
   char caught_by[DLC_NAME_MAX]; /* name of the check that must fail */
   char description[512];
   dlc_run_config runs[DLC_MAX_RUNS]; /* the scenario's runs with overrides */
@@ -26,12 +26,12 @@ typedef struct dlc_scenario {
   char name[DLC_NAME_MAX];
   char dir[DLC_PATH_MAX];
   char description[1024];
-  uint64_t hash;             /* xxhash64 of scenario.yaml's bytes */
+  uint64_t hash;                     /* xxhash64 of scenario.yaml's bytes */
   dlc_run_config runs[DLC_MAX_RUNS]; /* runs[0] is the reference */
   int nruns;
   dlc_check_spec checks[DLC_MAX_CHECKS];
   int nchecks;
-  dlc_variant *variants;     /* heap: nvariants of them */
+  dlc_variant *variants; /* heap: nvariants of them */
   int nvariants;
 } dlc_scenario;
 

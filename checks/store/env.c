@@ -52,8 +52,8 @@ static void cpu_flags_of_interest(dlc_env *e, const char *flags) {
   e->cpu_flags[0] = '\0';
   for (size_t i = 0; i < sizeof interest / sizeof *interest; i++)
     if (has_word(flags, interest[i]))
-      at += (size_t)snprintf(e->cpu_flags + at, sizeof e->cpu_flags - at, "%s%s",
-                             at ? " " : "", interest[i]);
+      at += (size_t)snprintf(e->cpu_flags + at, sizeof e->cpu_flags - at, "%s%s", at ? " " : "",
+                             interest[i]);
   if (!at) SET(e->cpu_flags, "none");
 }
 
@@ -73,7 +73,8 @@ static void read_cpuinfo(dlc_env *e) {
     if (!model && cpuinfo_value(line, "model name", &v)) {
       SET(e->cpu_model, v);
       model = true;
-    } else if (!flags && (cpuinfo_value(line, "flags", &v) || cpuinfo_value(line, "Features", &v))) {
+    } else if (!flags &&
+               (cpuinfo_value(line, "flags", &v) || cpuinfo_value(line, "Features", &v))) {
       cpu_flags_of_interest(e, v);
       flags = true;
     }
@@ -107,10 +108,8 @@ static void read_os_release(dlc_env *e) {
 
 static void read_system(dlc_env *e) {
   struct utsname u;
-  if (uname(&u) == 0)
-    snprintf(e->os, sizeof e->os, "%s %s %s", u.sysname, u.release, u.machine);
-  else
-    SET(e->os, "unknown");
+  if (uname(&u) == 0) snprintf(e->os, sizeof e->os, "%s %s %s", u.sysname, u.release, u.machine);
+  else SET(e->os, "unknown");
   read_os_release(e);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   e->logical_cores = n > 0 ? (int)n : 0;
@@ -293,24 +292,69 @@ static void devices_text(const dlc_env *e, char *buf, size_t len) {
                            e->gpu[i].name, e->gpu[i].major, e->gpu[i].minor, e->gpu[i].sms);
 }
 
-const char *const dlc_env_keys[] = {
-    "dlcheck_version", "cpu_model", "cpu_flags", "logical_cores", "os", "os_release",
-    "glibc", "compiler", "build_flags", "optimized", "hdf5", "cuda_driver", "cuda_devices",
-    "cuda_runtime", "cublas", "cudnn", "nccl", "nvidia_tf32_override",
-    "cublas_workspace_config", NULL};
+const char *const dlc_env_keys[] = {"dlcheck_version",
+                                    "cpu_model",
+                                    "cpu_flags",
+                                    "logical_cores",
+                                    "os",
+                                    "os_release",
+                                    "glibc",
+                                    "compiler",
+                                    "build_flags",
+                                    "optimized",
+                                    "hdf5",
+                                    "cuda_driver",
+                                    "cuda_devices",
+                                    "cuda_runtime",
+                                    "cublas",
+                                    "cudnn",
+                                    "nccl",
+                                    "nvidia_tf32_override",
+                                    "cublas_workspace_config",
+                                    NULL};
 
-static const char *const labels[] = {
-    "dlcheck", "CPU", "CPU flags", "logical cores", "OS", "OS release", "glibc",
-    "compiler", "build flags", "optimized", "HDF5", "CUDA driver", "CUDA devices",
-    "CUDA runtime", "cuBLAS", "cuDNN", "NCCL", "NVIDIA_TF32_OVERRIDE",
-    "CUBLAS_WORKSPACE_CONFIG"};
+static const char *const labels[] = {"dlcheck",
+                                     "CPU",
+                                     "CPU flags",
+                                     "logical cores",
+                                     "OS",
+                                     "OS release",
+                                     "glibc",
+                                     "compiler",
+                                     "build flags",
+                                     "optimized",
+                                     "HDF5",
+                                     "CUDA driver",
+                                     "CUDA devices",
+                                     "CUDA runtime",
+                                     "cuBLAS",
+                                     "cuDNN",
+                                     "NCCL",
+                                     "NVIDIA_TF32_OVERRIDE",
+                                     "CUBLAS_WORKSPACE_CONFIG"};
 
 enum { MAX_VALUE = 2048 };
 
 /* Indices into dlc_env_keys. */
 enum {
-  K_DLCHECK, K_CPU, K_FLAGS, K_CORES, K_OS, K_OS_RELEASE, K_GLIBC, K_COMPILER, K_BUILD_FLAGS,
-  K_OPTIMIZED, K_HDF5, K_DRIVER, K_DEVICES, K_RUNTIME, K_CUBLAS, K_CUDNN, K_NCCL, K_TF32,
+  K_DLCHECK,
+  K_CPU,
+  K_FLAGS,
+  K_CORES,
+  K_OS,
+  K_OS_RELEASE,
+  K_GLIBC,
+  K_COMPILER,
+  K_BUILD_FLAGS,
+  K_OPTIMIZED,
+  K_HDF5,
+  K_DRIVER,
+  K_DEVICES,
+  K_RUNTIME,
+  K_CUBLAS,
+  K_CUDNN,
+  K_NCCL,
+  K_TF32,
   K_WORKSPACE
 };
 
@@ -417,8 +461,10 @@ dl_status dlc_env_to_json(const dlc_env *e, char *buf, size_t len) {
   }
   put(&t, "\n}", 3); /* with the terminating NUL */
   if (t.at > len)
-    return dl_fail(DL_ERR_INVALID, "the environment fingerprint needs %zu bytes of JSON, "
-                   "the buffer has %zu", t.at, len);
+    return dl_fail(DL_ERR_INVALID,
+                   "the environment fingerprint needs %zu bytes of JSON, "
+                   "the buffer has %zu",
+                   t.at, len);
   return DL_OK;
 }
 
@@ -549,8 +595,10 @@ static dl_status parse_object(const char *json, pairs *ps) {
   else if (s == DL_OK) s = DL_ERR_FORMAT;
   if (s == DL_OK && *p) s = DL_ERR_FORMAT;
   if (s == DL_ERR_FORMAT)
-    dl_fail(s, "not an environment fingerprint (a flat JSON object of strings): syntax error "
-            "at offset %td", p - json);
+    dl_fail(s,
+            "not an environment fingerprint (a flat JSON object of strings): syntax error "
+            "at offset %td",
+            p - json);
   if (s != DL_OK) pairs_free(ps);
   return s;
 }
@@ -561,16 +609,15 @@ static const char *lookup(const pairs *ps, const char *key) {
   return NULL;
 }
 
-dl_status dlc_env_json_get(const char *json, const char *key, char *val, size_t len,
-                           bool *found) {
+dl_status dlc_env_json_get(const char *json, const char *key, char *val, size_t len, bool *found) {
   pairs ps = {0};
   *found = false;
   DL_TRY(parse_object(json, &ps));
   const char *v = lookup(&ps, key);
   dl_status s = DL_OK;
   if (v && strlen(v) >= len)
-    s = dl_fail(DL_ERR_INVALID, "environment value %s needs %zu bytes, the buffer has %zu",
-                key, strlen(v) + 1, len);
+    s = dl_fail(DL_ERR_INVALID, "environment value %s needs %zu bytes, the buffer has %zu", key,
+                strlen(v) + 1, len);
   else if (v) {
     memcpy(val, v, strlen(v) + 1);
     *found = true;

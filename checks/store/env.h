@@ -33,25 +33,25 @@ typedef struct dlc_gpu {
 } dlc_gpu;
 
 typedef struct dlc_env {
-  char dlcheck[32];          /* dlc_version() */
-  char cpu_model[128];       /* /proc/cpuinfo "model name", or "unknown" */
-  char cpu_flags[64];        /* present among sse4_2 avx avx2 fma avx512f f16c */
+  char dlcheck[32];    /* dlc_version() */
+  char cpu_model[128]; /* /proc/cpuinfo "model name", or "unknown" */
+  char cpu_flags[64];  /* present among sse4_2 avx avx2 fma avx512f f16c */
   int logical_cores;
-  char os[256];              /* uname: sysname release machine */
-  char os_release[128];      /* PRETTY_NAME of /etc/os-release, or "unknown" */
+  char os[256];         /* uname: sysname release machine */
+  char os_release[128]; /* PRETTY_NAME of /etc/os-release, or "unknown" */
   char glibc[32];
-  char compiler[128];        /* "gcc 12.2.0", "clang 16.0.6 ..." */
-  char build_flags[512];     /* DLC_BUILD_FLAGS given at build time, or "unknown" */
-  bool optimized;            /* built with optimisation (__OPTIMIZE__) */
-  char hdf5[64];             /* loaded version, and the headers' if different */
+  char compiler[128];    /* "gcc 12.2.0", "clang 16.0.6 ..." */
+  char build_flags[512]; /* DLC_BUILD_FLAGS given at build time, or "unknown" */
+  bool optimized;        /* built with optimisation (__OPTIMIZE__) */
+  char hdf5[64];         /* loaded version, and the headers' if different */
 
   /* CUDA: 0 means not available. Versions as the libraries report them:
    * driver/runtime 12040 = 12.4; cuBLAS major*10000 + minor*100 + patch;
    * cuDNN 90100 = 9.1.0 (8xxx for cuDNN 8); NCCL 22304 = 2.23.4. */
-  bool cuda_probed;          /* false with DLCHECK_NO_CUDA_PROBE set */
+  bool cuda_probed; /* false with DLCHECK_NO_CUDA_PROBE set */
   int cuda_driver;
-  bool cuda_driver_loaded;   /* libcuda.so.1 was found */
-  int cuda_init_error;       /* cuInit's error code, 0 if it succeeded */
+  bool cuda_driver_loaded; /* libcuda.so.1 was found */
+  int cuda_init_error;     /* cuInit's error code, 0 if it succeeded */
   int ngpus;
   dlc_gpu gpu[DLC_ENV_MAX_GPUS];
   int cuda_runtime;
@@ -86,8 +86,7 @@ void dlc_env_print(const dlc_env *e, FILE *out);
 /* Value of `key` in a fingerprint JSON: *found says whether it is there.
  * DL_ERR_FORMAT if json is not a flat object of string values;
  * DL_ERR_INVALID if the value does not fit in len bytes. */
-dl_status dlc_env_json_get(const char *json, const char *key, char *val, size_t len,
-                           bool *found);
+dl_status dlc_env_json_get(const char *json, const char *key, char *val, size_t len, bool *found);
 
 /* Lists, on out (NULL: count only), one line per key whose value differs
  * between fingerprints a and b, in a's key order then b's extra keys:

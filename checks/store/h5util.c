@@ -45,8 +45,8 @@ dl_status dlc_h5_group_create(hid_t parent, const char *where, const char *name,
 dl_status dlc_h5_group_open(hid_t parent, const char *where, const char *name, hid_t *g) {
   *g = H5I_INVALID_HID;
   if (H5Lexists(parent, name, H5P_DEFAULT) <= 0)
-    return dl_fail(DL_ERR_FORMAT, "%s/%s is missing: not a dlcheck trace, or a damaged one",
-                   where, name);
+    return dl_fail(DL_ERR_FORMAT, "%s/%s is missing: not a dlcheck trace, or a damaged one", where,
+                   name);
   *g = H5Gopen2(parent, name, H5P_DEFAULT);
   return *g < 0 ? fail_h5(DL_ERR_FORMAT, "not a readable group", where, name) : DL_OK;
 }
@@ -107,8 +107,8 @@ static char *pack_strs(int64_t n, const char *const *v, size_t *width, const cha
   }
   *width = w;
   if (n > 0 && (size_t)n > SIZE_MAX / w) {
-    dl_fail(DL_ERR_NOMEM, "%s: %lld strings of %zu bytes do not fit in memory", what,
-            (long long)n, w);
+    dl_fail(DL_ERR_NOMEM, "%s: %lld strings of %zu bytes do not fit in memory", what, (long long)n,
+            w);
     return NULL;
   }
   char *buf = dl_mem_alloc((size_t)n * w, what);
@@ -130,15 +130,13 @@ static dl_status write_attr(hid_t obj, const char *where, const char *name, hid_
   dl_status s = DL_OK;
   if (rc < 0) {
     char why[160];
-    s = dl_fail(DL_ERR_IO, "%s attribute %s: cannot write it (%s)", where, name,
-                dl_h5_reason(why));
+    s = dl_fail(DL_ERR_IO, "%s attribute %s: cannot write it (%s)", where, name, dl_h5_reason(why));
   }
   if (a >= 0) H5Aclose(a);
   return s;
 }
 
-dl_status dlc_h5_attr_write_str(hid_t obj, const char *where, const char *name,
-                                const char *value) {
+dl_status dlc_h5_attr_write_str(hid_t obj, const char *where, const char *name, const char *value) {
   hid_t t = str_type(strlen(value) + 1);
   hid_t space = H5Screate(H5S_SCALAR);
   dl_status s = write_attr(obj, where, name, t, t, space, value);
@@ -225,8 +223,10 @@ dl_status dlc_h5_write_strs(hid_t loc, const char *where, const char *name, int6
 static dl_status open_attr(hid_t obj, const char *where, const char *name, hid_t *a) {
   *a = H5I_INVALID_HID;
   if (H5Aexists(obj, name) <= 0)
-    return dl_fail(DL_ERR_FORMAT, "%s attribute %s is missing: not a dlcheck trace, or a "
-                   "damaged one", where, name);
+    return dl_fail(DL_ERR_FORMAT,
+                   "%s attribute %s is missing: not a dlcheck trace, or a "
+                   "damaged one",
+                   where, name);
   *a = H5Aopen(obj, name, H5P_DEFAULT);
   if (*a < 0) {
     char why[160];
@@ -247,8 +247,8 @@ static dl_status read_attr_text(hid_t a, const char *where, const char *name, ch
   dl_status s = DL_OK;
   *text = NULL;
   *width = t >= 0 ? H5Tget_size(t) : 0;
-  if (t < 0 || H5Tget_class(t) != H5T_STRING || H5Tis_variable_str(t) != 0 ||
-      !is_scalar(space) || *width == 0 || *width > MAX_STR_WIDTH)
+  if (t < 0 || H5Tget_class(t) != H5T_STRING || H5Tis_variable_str(t) != 0 || !is_scalar(space) ||
+      *width == 0 || *width > MAX_STR_WIDTH)
     s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is not a fixed-length string", where, name);
   if (s == DL_OK && !(*text = malloc(*width)))
     s = dl_fail(DL_ERR_NOMEM, "%s attribute %s: out of memory reading it", where, name);
@@ -277,8 +277,8 @@ dl_status dlc_h5_attr_read_str(hid_t obj, const char *where, const char *name, c
   if (s != DL_OK) return s;
   size_t n = strnlen(text, width);
   if (n >= len)
-    s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is %zu bytes long; at most %zu fit", where,
-                name, n, len ? len - 1 : 0);
+    s = dl_fail(DL_ERR_FORMAT, "%s attribute %s is %zu bytes long; at most %zu fit", where, name, n,
+                len ? len - 1 : 0);
   else {
     memcpy(buf, text, n);
     buf[n] = '\0';
@@ -317,8 +317,8 @@ dl_status dlc_h5_attr_read_u64(hid_t obj, const char *where, const char *name, u
   DL_TRY(read_attr_int(obj, where, name, &sign, &i, v));
   if (!sign) return DL_OK;
   if (i < 0)
-    return dl_fail(DL_ERR_FORMAT, "%s attribute %s is %lld; expected a non-negative value",
-                   where, name, (long long)i);
+    return dl_fail(DL_ERR_FORMAT, "%s attribute %s is %lld; expected a non-negative value", where,
+                   name, (long long)i);
   *v = (uint64_t)i;
   return DL_OK;
 }
@@ -340,15 +340,15 @@ dl_status dlc_h5_attr_read_i64(hid_t obj, const char *where, const char *name, i
 static dl_status open_dataset(hid_t loc, const char *where, const char *name, hid_t *ds) {
   *ds = H5I_INVALID_HID;
   if (H5Lexists(loc, name, H5P_DEFAULT) <= 0)
-    return dl_fail(DL_ERR_FORMAT, "%s/%s is missing: not a dlcheck trace, or a damaged one",
-                   where, name);
+    return dl_fail(DL_ERR_FORMAT, "%s/%s is missing: not a dlcheck trace, or a damaged one", where,
+                   name);
   *ds = H5Dopen2(loc, name, H5P_DEFAULT);
   return *ds < 0 ? fail_h5(DL_ERR_FORMAT, "not a readable dataset", where, name) : DL_OK;
 }
 
 /* dims of a simple dataspace of exactly `rank` dimensions, and their product. */
-static dl_status get_dims(hid_t ds, const char *where, const char *name, int rank,
-                          hsize_t *dims, hsize_t *numel) {
+static dl_status get_dims(hid_t ds, const char *where, const char *name, int rank, hsize_t *dims,
+                          hsize_t *numel) {
   hid_t space = H5Dget_space(ds);
   int r = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
   dl_status s = DL_OK;
@@ -361,8 +361,7 @@ static dl_status get_dims(hid_t ds, const char *where, const char *name, int ran
       if (dims[i] > MAX_ELEMENTS || (dims[i] && *numel > MAX_ELEMENTS / dims[i]))
         s = dl_fail(DL_ERR_FORMAT, "%s/%s claims more than 2^40 elements: the file is damaged",
                     where, name);
-      else
-        *numel *= dims[i];
+      else *numel *= dims[i];
     }
   }
   if (space >= 0) H5Sclose(space);
@@ -378,20 +377,19 @@ static dl_status check_storage(hid_t ds, const char *where, const char *name, hs
   if (layout == H5D_CHUNKED) return DL_OK; /* filters change the size */
   hsize_t stored = H5Dget_storage_size(ds);
   if (layout != H5D_LAYOUT_ERROR && stored == bytes) return DL_OK;
-  return dl_fail(DL_ERR_FORMAT, "%s/%s: its header promises %llu bytes, the file holds %llu: "
-                 "the file is damaged", where, name, (unsigned long long)bytes,
-                 (unsigned long long)stored);
+  return dl_fail(DL_ERR_FORMAT,
+                 "%s/%s: its header promises %llu bytes, the file holds %llu: "
+                 "the file is damaged",
+                 where, name, (unsigned long long)bytes, (unsigned long long)stored);
 }
 
 static bool type_is(hid_t t, dlc_h5_num type) {
-  if (type == DLC_H5_F64)
-    return H5Tequal(t, H5T_IEEE_F64LE) > 0 || H5Tequal(t, H5T_IEEE_F64BE) > 0;
-  return H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 8 &&
-         H5Tget_sign(t) == H5T_SGN_NONE;
+  if (type == DLC_H5_F64) return H5Tequal(t, H5T_IEEE_F64LE) > 0 || H5Tequal(t, H5T_IEEE_F64BE) > 0;
+  return H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 8 && H5Tget_sign(t) == H5T_SGN_NONE;
 }
 
-dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5_num type,
-                          int rank, hsize_t *dims, void **data) {
+dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5_num type, int rank,
+                          hsize_t *dims, void **data) {
   hid_t ds;
   *data = NULL;
   DL_TRY(open_dataset(loc, where, name, &ds));
@@ -408,8 +406,8 @@ dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5
                 (unsigned long long)numel);
   hid_t mtype = type == DLC_H5_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_UINT64;
   if (s == DL_OK && numel && H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *data) < 0)
-    s = fail_h5(DL_ERR_FORMAT, "cannot read the data; the file may be truncated or damaged",
-                where, name);
+    s = fail_h5(DL_ERR_FORMAT, "cannot read the data; the file may be truncated or damaged", where,
+                name);
   if (t >= 0) H5Tclose(t);
   H5Dclose(ds);
   if (s != DL_OK) {
@@ -437,8 +435,10 @@ dl_status dlc_h5_read_strs(hid_t loc, const char *where, const char *name, dlc_h
   if (s == DL_OK && !(out->data = dl_mem_alloc((size_t)numel * width, name)))
     s = dl_fail_context(DL_ERR_NOMEM, "%s: ", where);
   if (s == DL_OK && numel && H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, out->data) < 0)
-    s = fail_h5(DL_ERR_FORMAT, "cannot read the strings; the file may be truncated or "
-                "damaged", where, name);
+    s = fail_h5(DL_ERR_FORMAT,
+                "cannot read the strings; the file may be truncated or "
+                "damaged",
+                where, name);
   if (t >= 0) H5Tclose(t);
   H5Dclose(ds);
   if (s != DL_OK) {
@@ -450,13 +450,13 @@ dl_status dlc_h5_read_strs(hid_t loc, const char *where, const char *name, dlc_h
   return DL_OK;
 }
 
-dl_status dlc_h5_strs_get(const dlc_h5_strs *s, int64_t i, const char *where,
-                          const char *name, char *dst, size_t len) {
+dl_status dlc_h5_strs_get(const dlc_h5_strs *s, int64_t i, const char *where, const char *name,
+                          char *dst, size_t len) {
   const char *p = s->data + (size_t)i * s->width;
   size_t n = strnlen(p, s->width);
   if (n >= len)
-    return dl_fail(DL_ERR_FORMAT, "%s/%s: string %lld is %zu bytes long; at most %zu fit",
-                   where, name, (long long)i, n, len ? len - 1 : 0);
+    return dl_fail(DL_ERR_FORMAT, "%s/%s: string %lld is %zu bytes long; at most %zu fit", where,
+                   name, (long long)i, n, len ? len - 1 : 0);
   memcpy(dst, p, n);
   dst[n] = '\0';
   return DL_OK;
@@ -536,21 +536,27 @@ static dl_status check_header(int fd, const char *path, const char *magic) {
   header[n] = '\0';
   uint64_t stored, computed;
   if (n < DLC_H5_USERBLOCK || !parse_header(header, magic, &stored))
-    return dl_fail(DL_ERR_FORMAT, "%s: not a file dlcheck wrote, or a damaged one: it does not "
-                   "start with the '%.*s' header", path, (int)strcspn(magic, "\n"), magic);
+    return dl_fail(DL_ERR_FORMAT,
+                   "%s: not a file dlcheck wrote, or a damaged one: it does not "
+                   "start with the '%.*s' header",
+                   path, (int)strcspn(magic, "\n"), magic);
   /* The seal covers bytes 512 on; the rest of the header must be NUL, so
    * that no byte of the file can change unnoticed. */
   size_t end = strlen(magic) + 6 + 16 + 1;
   for (size_t i = end; i < DLC_H5_USERBLOCK; i++)
     if (header[i] != '\0')
-      return dl_fail(DL_ERR_FORMAT, "%s: byte %zu of the 512-byte header is not zero: the "
+      return dl_fail(DL_ERR_FORMAT,
+                     "%s: byte %zu of the 512-byte header is not zero: the "
                      "unused part of the header (bytes %zu-511) must be zero; the file was "
-                     "changed after dlcheck wrote it", path, i, end);
+                     "changed after dlcheck wrote it",
+                     path, i, end);
   DL_TRY(hash_after_userblock(fd, path, &computed));
   if (computed == stored) return DL_OK;
-  return dl_fail(DL_ERR_FORMAT, "%s: checksum mismatch (stored %016" PRIx64 ", computed %016"
-                 PRIx64 "): the file is damaged, truncated or was changed after dlcheck wrote "
-                 "it", path, stored, computed);
+  return dl_fail(DL_ERR_FORMAT,
+                 "%s: checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64
+                 "): the file is damaged, truncated or was changed after dlcheck wrote "
+                 "it",
+                 path, stored, computed);
 }
 
 dl_status dlc_h5_check_seal(const char *path, const char *magic) {

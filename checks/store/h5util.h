@@ -32,8 +32,7 @@ dl_status dlc_h5_link_name(hid_t g, const char *where, int64_t i, char **name);
 
 /* ---- attributes ----------------------------------------------------------- */
 
-dl_status dlc_h5_attr_write_str(hid_t obj, const char *where, const char *name,
-                                const char *value);
+dl_status dlc_h5_attr_write_str(hid_t obj, const char *where, const char *name, const char *value);
 dl_status dlc_h5_attr_write_u64(hid_t obj, const char *where, const char *name, uint64_t v);
 dl_status dlc_h5_attr_write_i64(hid_t obj, const char *where, const char *name, int64_t v);
 /* A 1-D array of n fixed-length strings. */
@@ -60,8 +59,8 @@ dl_status dlc_h5_write_num(hid_t loc, const char *where, const char *name, dlc_h
 /* Reads a dataset that must be exactly `type` (float64 / uint64, any byte
  * order) of rank `rank`; dims are filled, *data is malloc'd (NULL when
  * empty) and bit-exact. */
-dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5_num type,
-                          int rank, hsize_t *dims, void **data);
+dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5_num type, int rank,
+                          hsize_t *dims, void **data);
 
 /* ---- string datasets ------------------------------------------------------- */
 
@@ -81,8 +80,8 @@ typedef struct dlc_h5_strs {
 dl_status dlc_h5_read_strs(hid_t loc, const char *where, const char *name, dlc_h5_strs *out);
 /* String i copied into dst; DL_ERR_FORMAT naming where/name if it does not
  * fit in len bytes. */
-dl_status dlc_h5_strs_get(const dlc_h5_strs *s, int64_t i, const char *where,
-                          const char *name, char *dst, size_t len);
+dl_status dlc_h5_strs_get(const dlc_h5_strs *s, int64_t i, const char *where, const char *name,
+                          char *dst, size_t len);
 /* String i as a new malloc'd string (NULL with a message on failure). */
 char *dlc_h5_strs_dup(const dlc_h5_strs *s, int64_t i);
 void dlc_h5_strs_free(dlc_h5_strs *s); /* leaves s empty; safe on empty */

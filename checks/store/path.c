@@ -53,9 +53,11 @@ dl_status dlc_make_dirs_below(const char *base, const char *path) {
       return dl_fail(DL_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
     struct stat st;
     if (lstat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
-      return dl_fail(DL_ERR_IO, "refusing to write into %s: it is a symbolic link or not a "
+      return dl_fail(DL_ERR_IO,
+                     "refusing to write into %s: it is a symbolic link or not a "
                      "folder, and dlcheck writes only below the folder it was given (%s); "
-                     "remove it", buf, base);
+                     "remove it",
+                     buf, base);
     *p = '/';
   }
   return DL_OK;

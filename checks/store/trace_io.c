@@ -45,8 +45,10 @@ dl_status dlc_golden_meta_init(dlc_golden_meta *m) {
 dl_status dlc_golden_meta_set_tol(dlc_golden_meta *m, const char *quantity, const char *rule) {
   dlc_tolerance parsed;
   if (!*quantity || strlen(quantity) >= DLC_NAME_MAX)
-    return dl_fail(DL_ERR_INVALID, "golden tolerance: quantity name '%s' is empty or longer "
-                   "than %d bytes", quantity, DLC_NAME_MAX - 1);
+    return dl_fail(DL_ERR_INVALID,
+                   "golden tolerance: quantity name '%s' is empty or longer "
+                   "than %d bytes",
+                   quantity, DLC_NAME_MAX - 1);
   if (strlen(rule) >= DLC_TOL_TEXT_MAX)
     return dl_fail(DL_ERR_INVALID, "golden tolerance of %s: rule '%s' is longer than %d bytes",
                    quantity, rule, DLC_TOL_TEXT_MAX - 1);
@@ -55,8 +57,10 @@ dl_status dlc_golden_meta_set_tol(dlc_golden_meta *m, const char *quantity, cons
   int i = 0;
   while (i < m->ntols && strcmp(m->tols[i].quantity, quantity) != 0) i++;
   if (i == DLC_GOLDEN_TOLS_MAX)
-    return dl_fail(DL_ERR_INVALID, "golden tolerance of %s: the table holds at most %d "
-                   "quantities", quantity, DLC_GOLDEN_TOLS_MAX);
+    return dl_fail(DL_ERR_INVALID,
+                   "golden tolerance of %s: the table holds at most %d "
+                   "quantities",
+                   quantity, DLC_GOLDEN_TOLS_MAX);
   snprintf(m->tols[i].quantity, sizeof m->tols[i].quantity, "%s", quantity);
   snprintf(m->tols[i].rule, sizeof m->tols[i].rule, "%s", rule);
   if (i == m->ntols) m->ntols++;
@@ -120,8 +124,10 @@ static dl_status decode_name(const char *enc, const char *where, char out[DLC_NA
   char again[ENCODED_MAX];
   if (ok) encode_name(out, again);
   if (!ok || strcmp(again, enc) != 0)
-    return dl_fail(DL_ERR_FORMAT, "%s/%s: not a name dlcheck writes (percent-encoded, at most "
-                   "%d bytes)", where, enc, DLC_NAME_MAX - 1);
+    return dl_fail(DL_ERR_FORMAT,
+                   "%s/%s: not a name dlcheck writes (percent-encoded, at most "
+                   "%d bytes)",
+                   where, enc, DLC_NAME_MAX - 1);
   return DL_OK;
 }
 
@@ -161,17 +167,20 @@ static dl_status check_series_and_finals(const char *path, const dlc_trace *t) {
 static dl_status check_meta(const char *path, const dlc_golden_meta *m) {
   if (!terminated(m->env_json, sizeof m->env_json) ||
       !terminated(m->recorded_at, sizeof m->recorded_at) ||
-      !terminated(m->version, sizeof m->version) || m->ntols < 0 ||
-      m->ntols > DLC_GOLDEN_TOLS_MAX)
-    return dl_fail(DL_ERR_INVALID, "%s: golden metadata is not initialised "
-                   "(dlc_golden_meta_init)", path);
+      !terminated(m->version, sizeof m->version) || m->ntols < 0 || m->ntols > DLC_GOLDEN_TOLS_MAX)
+    return dl_fail(DL_ERR_INVALID,
+                   "%s: golden metadata is not initialised "
+                   "(dlc_golden_meta_init)",
+                   path);
   for (int i = 0; i < m->ntols; i++) {
     dlc_tolerance parsed;
     if (!terminated(m->tols[i].quantity, DLC_NAME_MAX) ||
         !terminated(m->tols[i].rule, DLC_TOL_TEXT_MAX) ||
         dlc_tolerance_parse(m->tols[i].rule, &parsed) != DL_OK)
-      return dl_fail(DL_ERR_INVALID, "%s: golden tolerance %d is not a valid rule "
-                     "(dlc_golden_meta_set_tol)", path, i);
+      return dl_fail(DL_ERR_INVALID,
+                     "%s: golden tolerance %d is not a valid rule "
+                     "(dlc_golden_meta_set_tol)",
+                     path, i);
   }
   return DL_OK;
 }
@@ -188,7 +197,8 @@ static dl_status check_trace(const char *path, const dlc_trace *t, const dlc_gol
       (t->ndigest && (!t->digest_names || (t->digest_steps && !t->digests))))
     return dl_fail(DL_ERR_INVALID, "%s: the trace's digests are inconsistent", path);
   for (int i = 0; i < t->nstats; i++)
-    if (t->stats[i].nlayers < 0 || (t->stats[i].nlayers && (!t->stats[i].layer || !t->stats[i].stat)))
+    if (t->stats[i].nlayers < 0 ||
+        (t->stats[i].nlayers && (!t->stats[i].layer || !t->stats[i].stat)))
       return dl_fail(DL_ERR_INVALID, "%s: layer statistics %d are inconsistent", path, i);
   for (int i = 0; i < t->nnotes; i++)
     if (!t->notes[i].text)
@@ -335,7 +345,7 @@ static dl_status write_tolerances(hid_t g, const char *where, const dlc_trace *t
 static dl_status write_finals(hid_t file, const char *path, const dlc_trace *t) {
   int n = t->nfinals;
   dl_named_tensor *items = malloc((size_t)(n ? n : 1) * sizeof *items);
-  char (*names)[ENCODED_MAX] = malloc((size_t)(n ? n : 1) * sizeof *names);
+  char(*names)[ENCODED_MAX] = malloc((size_t)(n ? n : 1) * sizeof *names);
   dl_status s = items && names ? DL_OK : dl_fail(DL_ERR_NOMEM, "%s: out of memory", path);
   for (int i = 0; s == DL_OK && i < n; i++) {
     encode_name(t->finals[i].name, names[i]);
@@ -387,7 +397,7 @@ static dl_status write_envelope_series(hid_t g, const char *where, const dlc_env
 static dl_status write_envelope_finals(hid_t g, const char *where, const dlc_envelope *e) {
   int n = e->nfinals;
   const char **names = gather(n ? e->finals[0].name : NULL, sizeof *e->finals, n);
-  double (*v)[DLC_FIN_COLS] = malloc((size_t)(n ? n : 1) * sizeof *v);
+  double(*v)[DLC_FIN_COLS] = malloc((size_t)(n ? n : 1) * sizeof *v);
   dl_status s = names && v ? DL_OK : dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
   for (int i = 0; s == DL_OK && i < n; i++) memcpy(v[i], e->finals[i].v, sizeof v[i]);
   hsize_t dims[2] = {(hsize_t)n, DLC_FIN_COLS};
@@ -445,8 +455,7 @@ static const char magic[] = "dlcheck trace 1\n";
 /* The temporary (atomic_file.h) is created again by HDF5 with the user
  * block that holds the seal (h5util.h), in the 1.8 format whose superblock
  * and object headers carry HDF5's own checksums too. */
-static dl_status create_with_userblock(const dl_atomic_file *out, const char *path,
-                                       hid_t *file) {
+static dl_status create_with_userblock(const dl_atomic_file *out, const char *path, hid_t *file) {
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = dl_h5_file_access();
   *file = H5I_INVALID_HID;
   if (fcpl >= 0 && fapl >= 0 && H5Pset_userblock(fcpl, DLC_H5_USERBLOCK) >= 0 &&
@@ -459,8 +468,8 @@ static dl_status create_with_userblock(const dl_atomic_file *out, const char *pa
   if (fcpl >= 0) H5Pclose(fcpl);
   if (fapl >= 0) H5Pclose(fapl);
   if (*file >= 0) return DL_OK;
-  return dl_fail(DL_ERR_IO, "%s: cannot create the temporary HDF5 file %s (%s)", path,
-                 out->tmp, why);
+  return dl_fail(DL_ERR_IO, "%s: cannot create the temporary HDF5 file %s (%s)", path, out->tmp,
+                 why);
 }
 
 /* HDF5 is done with the temporary: close it, then seal its bytes. */
@@ -549,8 +558,8 @@ static dl_status count_fits_int(int64_t n, const char *where) {
 static dl_status same_count(const char *where, const char *a, int64_t na, const char *b,
                             int64_t nb) {
   if (na == nb) return DL_OK;
-  return dl_fail(DL_ERR_FORMAT, "%s: %s has %lld entries but %s has %lld", where, a,
-                 (long long)na, b, (long long)nb);
+  return dl_fail(DL_ERR_FORMAT, "%s: %s has %lld entries but %s has %lld", where, a, (long long)na,
+                 b, (long long)nb);
 }
 
 /* ---- float64 entries: a group of datasets, or a names + values table ---- */
@@ -665,7 +674,8 @@ static dl_status read_digests(hid_t g, const char *where, dlc_trace *t, dlc_gold
   DL_TRY(dlc_h5_read_strs(g, where, "names", &names));
   dl_status s = count_fits_int(names.n, where);
   if (s == DL_OK) s = dlc_h5_read_num(g, where, "values", DLC_H5_U64, 2, dims, &values);
-  if (s == DL_OK) s = same_count(where, "values' second dimension", (int64_t)dims[1], "names", names.n);
+  if (s == DL_OK)
+    s = same_count(where, "values' second dimension", (int64_t)dims[1], "names", names.n);
   if (s == DL_OK && !(t->digest_names = calloc((size_t)(names.n ? names.n : 1), DLC_NAME_MAX)))
     s = dl_fail(DL_ERR_NOMEM, "%s: out of memory", where);
   if (s == DL_OK) s = copy_names(&names, where, "names", t->digest_names);
@@ -837,8 +847,8 @@ static dl_status read_golden_attrs(hid_t root, const char *where, dlc_golden_met
   snprintf(m->golden_kind, sizeof m->golden_kind, "single");
   htri_t has = H5Aexists(root, "golden_kind");
   if (has < 0) return dl_fail(DL_ERR_FORMAT, "%s attribute golden_kind is unreadable", where);
-  if (has) DL_TRY(dlc_h5_attr_read_str(root, where, "golden_kind", m->golden_kind,
-                                       sizeof m->golden_kind));
+  if (has)
+    DL_TRY(dlc_h5_attr_read_str(root, where, "golden_kind", m->golden_kind, sizeof m->golden_kind));
   if (strcmp(m->golden_kind, "single") != 0 && strcmp(m->golden_kind, "calibrated") != 0)
     return dl_fail(DL_ERR_FORMAT, "%s golden_kind is '%s'; expected 'single' or 'calibrated'%s",
                    where, m->golden_kind, ": update dlcheck");
@@ -862,8 +872,12 @@ static void env_series_put(void *owner, int64_t i, const char *name, int64_t row
 }
 
 static dl_status read_envelope_series(hid_t g, const char *where, dlc_envelope *e) {
-  f64_sink k = {.rank = 2, .cols = DLC_ENV_COLS, .cols_what = "(min, max, mean, std)",
-                .owner = e, .reserve = env_series_reserve, .put = env_series_put};
+  f64_sink k = {.rank = 2,
+                .cols = DLC_ENV_COLS,
+                .cols_what = "(min, max, mean, std)",
+                .owner = e,
+                .reserve = env_series_reserve,
+                .put = env_series_put};
   return read_f64_group(g, where, &k);
 }
 
@@ -872,8 +886,7 @@ static bool env_finals_reserve(void *owner, int64_t n) {
   return (e->finals = calloc((size_t)(n ? n : 1), sizeof *e->finals)) != NULL;
 }
 
-static void env_finals_put(void *owner, int64_t i, const char *name, int64_t rows,
-                           double *row) {
+static void env_finals_put(void *owner, int64_t i, const char *name, int64_t rows, double *row) {
   (void)rows;
   dlc_envelope *e = owner;
   snprintf(e->finals[i].name, sizeof e->finals[i].name, "%s", name);
@@ -882,8 +895,12 @@ static void env_finals_put(void *owner, int64_t i, const char *name, int64_t row
 }
 
 static dl_status read_envelope_finals(hid_t g, const char *where, dlc_envelope *e) {
-  f64_sink k = {.rank = 2, .cols = DLC_FIN_COLS, .cols_what = "(spread, max_rel, max_ulp)",
-                .owner = e, .reserve = env_finals_reserve, .put = env_finals_put};
+  f64_sink k = {.rank = 2,
+                .cols = DLC_FIN_COLS,
+                .cols_what = "(spread, max_rel, max_ulp)",
+                .owner = e,
+                .reserve = env_finals_reserve,
+                .put = env_finals_put};
   return read_f64_table(g, where, &k);
 }
 
@@ -911,9 +928,10 @@ static dl_status read_envelope_settings(hid_t g, const char *where, dlc_envelope
   free(widen);
   if (repeats < DLC_ENVELOPE_MIN_REPEATS || repeats > (1 << 20) || !(e->widen >= 1.0) ||
       !isfinite(e->widen))
-    return dl_fail(DL_ERR_FORMAT, "%s: repeats %lld or widen %g out of range (repeats >= %d, "
-                   "widen >= 1, one value): the file is damaged", where, (long long)repeats,
-                   e->widen, DLC_ENVELOPE_MIN_REPEATS);
+    return dl_fail(DL_ERR_FORMAT,
+                   "%s: repeats %lld or widen %g out of range (repeats >= %d, "
+                   "widen >= 1, one value): the file is damaged",
+                   where, (long long)repeats, e->widen, DLC_ENVELOPE_MIN_REPEATS);
   e->repeats = (int)repeats;
   return DL_OK;
 }
@@ -958,7 +976,8 @@ static dl_status read_all(hid_t file, const char *path, dlc_trace *t, dlc_golden
   DL_TRY(read_group(file, path, "metrics", read_metrics, t, m));
   DL_TRY(read_group(file, path, "notes", read_notes, t, m));
   if (golden) DL_TRY(read_group(file, path, "tolerances", read_tolerances, t, m));
-  if (e && golden && strcmp(m->golden_kind, "calibrated") == 0) DL_TRY(read_envelope(file, path, e));
+  if (e && golden && strcmp(m->golden_kind, "calibrated") == 0)
+    DL_TRY(read_envelope(file, path, e));
   return DL_OK;
 }
 
@@ -970,8 +989,7 @@ static dl_status open_for_reading(const char *path, hid_t *file) {
   return dl_h5_open_read(path, file);
 }
 
-static dl_status load(const char *path, dlc_trace *out, dlc_golden_meta *meta,
-                      dlc_envelope *env) {
+static dl_status load(const char *path, dlc_trace *out, dlc_golden_meta *meta, dlc_envelope *env) {
   dlc_trace_init(out, NULL, NULL);
   out->backend[0] = '\0';
   dlc_golden_meta *m = meta ? meta : malloc(sizeof *m);

@@ -24,10 +24,10 @@ typedef struct dlc_golden_tol {
 /* What a golden adds to a trace. A plain trace may carry env_json alone
  * (golden false, the rest empty). */
 typedef struct dlc_golden_meta {
-  bool golden;                      /* the file is (on save: is to be) a golden */
-  char env_json[DLC_ENV_JSON_MAX];  /* dlc_env_to_json of the recording machine; "" none */
-  char recorded_at[32];             /* "2025-01-31T12:00:00Z" */
-  char version[32];                 /* dlcheck version that recorded it */
+  bool golden;                     /* the file is (on save: is to be) a golden */
+  char env_json[DLC_ENV_JSON_MAX]; /* dlc_env_to_json of the recording machine; "" none */
+  char recorded_at[32];            /* "2025-01-31T12:00:00Z" */
+  char version[32];                /* dlcheck version that recorded it */
   int ntols;
   dlc_golden_tol tols[DLC_GOLDEN_TOLS_MAX];
   /* "single" (one run; also what a golden without the root attribute

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-const char *const dlc_stat_names[DLC_STAT_COUNT] = {
-    "mean", "std", "min", "max", "frac_zero", "nonfinite"};
+const char *const dlc_stat_names[DLC_STAT_COUNT] = {"mean", "std",       "min",
+                                                    "max",  "frac_zero", "nonfinite"};
 
 static void copy_name(char dst[DLC_NAME_MAX], const char *src) {
   strncpy(dst, src, DLC_NAME_MAX - 1);
@@ -148,9 +148,7 @@ dl_status dlc_trace_add_final(dlc_trace *t, const char *name, const dl_tensor *s
   return DL_OK;
 }
 
-uint64_t dlc_digest(const void *data, size_t bytes) {
-  return (uint64_t)XXH64(data, bytes, 0);
-}
+uint64_t dlc_digest(const void *data, size_t bytes) { return (uint64_t)XXH64(data, bytes, 0); }
 
 static dl_status fix_digest_names(dlc_trace *t, int n, const char *const *names) {
   if (t->digest_steps == 0 && t->ndigest == 0) {
@@ -165,8 +163,8 @@ static dl_status fix_digest_names(dlc_trace *t, int n, const char *const *names)
                    (long long)t->digest_steps, n, t->ndigest);
   for (int j = 0; j < n; j++)
     if (strncmp(t->digest_names[j], names[j], DLC_NAME_MAX - 1) != 0)
-      return dl_fail(DL_ERR_INTERNAL, "digest %d is %s, earlier steps had %s", j,
-                     names[j], t->digest_names[j]);
+      return dl_fail(DL_ERR_INTERNAL, "digest %d is %s, earlier steps had %s", j, names[j],
+                     t->digest_names[j]);
   return DL_OK;
 }
 

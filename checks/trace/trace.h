@@ -20,8 +20,8 @@
 
 typedef struct dlc_series {
   char name[DLC_NAME_MAX];
-  int64_t n;   /* steps recorded */
-  double *v;   /* n values (double: holds float32 values and counts exactly) */
+  int64_t n; /* steps recorded */
+  double *v; /* n values (double: holds float32 values and counts exactly) */
 } dlc_series;
 
 typedef struct dlc_named_tensor {
@@ -30,14 +30,21 @@ typedef struct dlc_named_tensor {
 } dlc_named_tensor;
 
 /* Activation statistics of one layer output at one step. */
-enum { DLC_STAT_MEAN, DLC_STAT_STD, DLC_STAT_MIN, DLC_STAT_MAX,
-       DLC_STAT_FRAC_ZERO, DLC_STAT_NONFINITE, DLC_STAT_COUNT };
+enum {
+  DLC_STAT_MEAN,
+  DLC_STAT_STD,
+  DLC_STAT_MIN,
+  DLC_STAT_MAX,
+  DLC_STAT_FRAC_ZERO,
+  DLC_STAT_NONFINITE,
+  DLC_STAT_COUNT
+};
 extern const char *const dlc_stat_names[DLC_STAT_COUNT];
 
 typedef struct dlc_layer_stats {
-  int64_t step;                 /* optimizer step the forward belonged to */
+  int64_t step; /* optimizer step the forward belonged to */
   int nlayers;
-  char (*layer)[DLC_NAME_MAX];  /* "3 (linear)", forward order */
+  char (*layer)[DLC_NAME_MAX]; /* "3 (linear)", forward order */
   double (*stat)[DLC_STAT_COUNT];
 } dlc_layer_stats;
 
@@ -54,13 +61,14 @@ typedef struct dlc_note {
 } dlc_note;
 
 typedef struct dlc_trace {
-  char run[DLC_NAME_MAX];       /* "reference", "accumulated", "G1" */
+  char run[DLC_NAME_MAX]; /* "reference", "accumulated", "G1" */
   char scenario[DLC_NAME_MAX];
-  char backend[32];             /* "cpu", "cuda" */
+  char backend[32]; /* "cpu", "cuda" */
   uint64_t seed;
-  uint64_t scenario_hash;       /* of the scenario file's bytes */
+  uint64_t scenario_hash; /* of the scenario file's bytes */
 
-  dlc_series *series; int nseries;
+  dlc_series *series;
+  int nseries;
 
   /* digests[s * ndigest + j]: xxhash64 of tensor j's bytes after step s */
   int ndigest;
@@ -68,10 +76,14 @@ typedef struct dlc_trace {
   int64_t digest_steps;
   uint64_t *digests;
 
-  dlc_layer_stats *stats; int nstats;
-  dlc_named_tensor *finals; int nfinals;
-  dlc_metric *metrics; int nmetrics;
-  dlc_note *notes; int nnotes;
+  dlc_layer_stats *stats;
+  int nstats;
+  dlc_named_tensor *finals;
+  int nfinals;
+  dlc_metric *metrics;
+  int nmetrics;
+  dlc_note *notes;
+  int nnotes;
 } dlc_trace;
 
 void dlc_trace_init(dlc_trace *t, const char *scenario, const char *run);

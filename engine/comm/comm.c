@@ -54,8 +54,12 @@ dl_status dl_comm_new(const dl_comm_ops *ops, int rank, int world, void *impl, d
   DL_TRY(timeout_from_env(&timeout));
   dl_comm *c = calloc(1, sizeof *c);
   if (!c) return dl_fail(DL_ERR_NOMEM, "%s comm: out of memory (rank %d)", ops->name, rank);
-  *c = (dl_comm){.ops = ops, .rank = rank, .world = world, .mode = DL_REDUCE_ORDERED,
-                 .timeout_s = timeout, .impl = impl};
+  *c = (dl_comm){.ops = ops,
+                 .rank = rank,
+                 .world = world,
+                 .mode = DL_REDUCE_ORDERED,
+                 .timeout_s = timeout,
+                 .impl = impl};
   *out = c;
   return DL_OK;
 }
@@ -76,8 +80,10 @@ static bool alone(const dl_comm *c) { return c->world == 1 && !c->ops->run_alone
 
 dl_status dl_comm_allreduce_sum(dl_comm *c, float *buf, int64_t n) {
   if (n < 0 || (n > 0 && !buf))
-    return dl_fail(DL_ERR_INVALID, "rank %d: allreduce of %" PRId64 " floats at %p: need n >= 0 "
-                   "and a buffer", c->rank, n, (void *)buf);
+    return dl_fail(DL_ERR_INVALID,
+                   "rank %d: allreduce of %" PRId64 " floats at %p: need n >= 0 "
+                   "and a buffer",
+                   c->rank, n, (void *)buf);
   if (alone(c) || n == 0) return DL_OK;
   c->seq++;
   return c->ops->allreduce(c, buf, n);
@@ -87,8 +93,8 @@ dl_status dl_comm_broadcast(dl_comm *c, void *buf, size_t bytes, int root) {
   if (root < 0 || root >= c->world)
     return dl_fail(DL_ERR_INVALID, "broadcast: root %d outside 0..%d", root, c->world - 1);
   if (bytes > 0 && !buf)
-    return dl_fail(DL_ERR_INVALID, "rank %d: broadcast of %zu bytes from a NULL buffer",
-                   c->rank, bytes);
+    return dl_fail(DL_ERR_INVALID, "rank %d: broadcast of %zu bytes from a NULL buffer", c->rank,
+                   bytes);
   if (alone(c) || bytes == 0) return DL_OK;
   c->seq++;
   return c->ops->broadcast(c, buf, bytes, root);
@@ -96,8 +102,8 @@ dl_status dl_comm_broadcast(dl_comm *c, void *buf, size_t bytes, int root) {
 
 dl_status dl_comm_allgather(dl_comm *c, const void *send, void *recv, size_t bytes) {
   if (bytes > 0 && (!send || !recv))
-    return dl_fail(DL_ERR_INVALID, "rank %d: allgather of %zu bytes with a NULL %s buffer",
-                   c->rank, bytes, send ? "receive" : "send");
+    return dl_fail(DL_ERR_INVALID, "rank %d: allgather of %zu bytes with a NULL %s buffer", c->rank,
+                   bytes, send ? "receive" : "send");
   if (bytes == 0) return DL_OK;
   if (alone(c)) {
     memmove(recv, send, bytes);
@@ -132,8 +138,8 @@ void dl_comm_ring_order(int *order, int world, int owner) {
 
 /* -0 never comes out, as in the sums above (they start from +0), so a
  * tree over two ranks gives the same bits as any other order. */
-void dl_comm_sum_tree(float *dst, const float *const *src, int world, int64_t n,
-                      const int *order, float *leaves) {
+void dl_comm_sum_tree(float *dst, const float *const *src, int world, int64_t n, const int *order,
+                      float *leaves) {
   for (int64_t i = 0; i < n; i++) {
     for (int k = 0; k < world; k++) leaves[k] = src[order[k]][i];
     for (int stride = 1; stride < world; stride *= 2)
@@ -205,8 +211,7 @@ static int select_ranks(int *out, const int64_t *entered, int world, int me, int
   int n = 0;
   for (int r = 0; r < world; r++) {
     bool reached = r == me || entered[r] >= seq, aborted = r != me && entered[r] < 0;
-    if ((which == 0 && reached) || (which == 1 && !reached && !aborted) ||
-        (which == 2 && aborted))
+    if ((which == 0 && reached) || (which == 1 && !reached && !aborted) || (which == 2 && aborted))
       out[n++] = r;
   }
   return n;
@@ -270,8 +275,10 @@ dl_status dl_comm_check_consistent(dl_comm *c, uint64_t hash, const char *what) 
   if (!s && !same) {
     char groups[1024] = "";
     describe_groups(groups, sizeof groups, all, W, ranks);
-    s = dl_fail(DL_ERR_INVALID, "rank %d: %s differs between ranks (%s); start every rank with "
-                "the same %s", c->rank, what, groups, what);
+    s = dl_fail(DL_ERR_INVALID,
+                "rank %d: %s differs between ranks (%s); start every rank with "
+                "the same %s",
+                c->rank, what, groups, what);
   }
   free(all);
   free(ranks);
@@ -327,15 +334,18 @@ static dl_status reduce_both(dl_comm *c, float *ordered, float *native, int64_t 
 
 dl_status dl_comm_reduce_diff(dl_comm *c, const float *buf, int64_t n, dl_reduce_diff *out) {
   if (n < 0 || (n > 0 && !buf) || !out)
-    return dl_fail(DL_ERR_INVALID, "rank %d: reduce_diff of %" PRId64 " floats: need n >= 0, a "
-                   "buffer and an output", c->rank, n);
+    return dl_fail(DL_ERR_INVALID,
+                   "rank %d: reduce_diff of %" PRId64 " floats: need n >= 0, a "
+                   "buffer and an output",
+                   c->rank, n);
   size_t bytes = (size_t)n * sizeof(float);
   float *ordered = malloc(bytes + 1), *native = malloc(bytes + 1);
   dl_reduce_diff *all = malloc((size_t)c->world * sizeof *all);
   dl_status s = ordered && native && all
                     ? DL_OK
-                    : dl_fail(DL_ERR_NOMEM, "rank %d: reduce_diff: out of memory for %" PRId64
-                              " floats", c->rank, n);
+                    : dl_fail(DL_ERR_NOMEM,
+                              "rank %d: reduce_diff: out of memory for %" PRId64 " floats", c->rank,
+                              n);
   if (!s) {
     if (n > 0) {
       memcpy(ordered, buf, bytes);

@@ -54,8 +54,8 @@ void dl_comm_clock_order(int *order, int world, const int *arrived);
  * (x_o2 + x_o3)) + ..., a rank left over at each level joining the next
  * (what recursive doubling and a binary reduction tree add), in float32.
  * leaves: room for `world` floats. dst must not alias a source. */
-void dl_comm_sum_tree(float *dst, const float *const *src, int world, int64_t n,
-                      const int *order, float *leaves);
+void dl_comm_sum_tree(float *dst, const float *const *src, int world, int64_t n, const int *order,
+                      float *leaves);
 /* The calibration order of seed != 0 (dl_comm_set_order_seed) for the
  * chunk rank `owner` sums, into order. Odd seeds: ring order starting
  * (seed / 2) % W + 1 ranks after the owner (returns false: sum it with

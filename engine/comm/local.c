@@ -17,13 +17,13 @@ typedef struct local_group {
   pthread_cond_t cv; /* waits on CLOCK_MONOTONIC, so timeouts ignore clock changes */
   int waiting;
   uint64_t generation;
-  void **slot;       /* per rank: the buffer it deposited */
-  int *arrival;      /* rank order of arrival at the last deposit barrier */
+  void **slot;  /* per rank: the buffer it deposited */
+  int *arrival; /* rank order of arrival at the last deposit barrier */
   int narrived;
-  int64_t *entered;  /* per rank: the last collective it entered; -1: it aborted */
-  bool aborted;      /* a rank failed: every collective now fails */
-  bool timed_out;    /* ... because a collective timed out */
-  int aborter;       /* the first rank that called abort, -1 if none did */
+  int64_t *entered; /* per rank: the last collective it entered; -1: it aborted */
+  bool aborted;     /* a rank failed: every collective now fails */
+  bool timed_out;   /* ... because a collective timed out */
+  int aborter;      /* the first rank that called abort, -1 if none did */
   _Atomic int refs;
 } local_group;
 
@@ -51,8 +51,8 @@ static void wait_for_generation(dl_comm *c, uint64_t gen) {
   local_group *g = c->impl;
   struct timespec deadline = deadline_after(c->timeout_s);
   while (gen == g->generation && !g->aborted) {
-    if (pthread_cond_timedwait(&g->cv, &g->mu, &deadline) == ETIMEDOUT &&
-        gen == g->generation && !g->aborted) {
+    if (pthread_cond_timedwait(&g->cv, &g->mu, &deadline) == ETIMEDOUT && gen == g->generation &&
+        !g->aborted) {
       g->aborted = g->timed_out = true;
       pthread_cond_broadcast(&g->cv);
     }
@@ -158,8 +158,7 @@ static dl_status local_allgather(dl_comm *c, const void *send, void *recv, size_
   local_group *g = c->impl;
   g->slot[c->rank] = (void *)send;
   DL_TRY(group_barrier(c, "allgather", false));
-  for (int r = 0; r < c->world; r++)
-    memcpy((char *)recv + (size_t)r * bytes, g->slot[r], bytes);
+  for (int r = 0; r < c->world; r++) memcpy((char *)recv + (size_t)r * bytes, g->slot[r], bytes);
   return group_barrier(c, "allgather", false);
 }
 

@@ -34,17 +34,17 @@ static const size_t BCAST_SEGMENT = (size_t)1 << 30;
 static const int64_t ABORTED = -1;
 
 typedef struct mpi_state {
-  MPI_Comm comm;       /* duplicate of MPI_COMM_WORLD: collectives and heartbeats */
-  int local_rank;      /* among the ranks on this node */
-  int64_t *heard;      /* per rank: the last collective it announced; -1: aborted */
+  MPI_Comm comm;  /* duplicate of MPI_COMM_WORLD: collectives and heartbeats */
+  int local_rank; /* among the ranks on this node */
+  int64_t *heard; /* per rank: the last collective it announced; -1: aborted */
   int64_t *rx_val, *tx_val;
   MPI_Request *rx_req, *tx_req;
-  int64_t announced;   /* what this rank tells its peers */
-  double deadline;     /* of the collective in progress */
-  bool failed;         /* timed out, a peer aborted, MPI failed or we aborted */
+  int64_t announced; /* what this rank tells its peers */
+  double deadline;   /* of the collective in progress */
+  bool failed;       /* timed out, a peer aborted, MPI failed or we aborted */
   dl_status why_status;
-  char why[512];       /* that first failure, repeated by later collectives */
-  float *scratch;      /* ordered allreduce: received chunks and their sum */
+  char why[512];  /* that first failure, repeated by later collectives */
+  float *scratch; /* ordered allreduce: received chunks and their sum */
   size_t scratch_n;
   int *counts, *displs, *rcounts, *rdispls, *order;
   const float **src;
@@ -138,8 +138,7 @@ static void pause_between_polls(void) { sched_yield(); }
 
 /* Fails if a peer aborted or `deadline` passed; `caller` names the
  * collective (it may be another backend's handle riding on this one). */
-static dl_status check_peers(dl_comm *c, const dl_comm *caller, const char *what,
-                             double deadline) {
+static dl_status check_peers(dl_comm *c, const dl_comm *caller, const char *what, double deadline) {
   mpi_state *m = c->impl;
   int rc = heartbeat(c);
   if (rc != MPI_SUCCESS) return mpi_error(c, what, rc);
@@ -164,8 +163,10 @@ static dl_status wait_for(dl_comm *c, MPI_Request *req, const char *what) {
 static dl_status begin(dl_comm *c, int64_t seq, const char *what) {
   mpi_state *m = c->impl;
   if (m->failed)
-    return dl_fail(m->why_status, "rank %d: collective %s not started: this communicator "
-                   "failed earlier: %s", c->rank, what, m->why);
+    return dl_fail(m->why_status,
+                   "rank %d: collective %s not started: this communicator "
+                   "failed earlier: %s",
+                   c->rank, what, m->why);
   m->announced = seq;
   m->deadline = dl_comm_now() + c->timeout_s;
   int rc = heartbeat(c);
@@ -212,16 +213,20 @@ static dl_status ordered_segment(dl_comm *c, float *buf, int len) {
   DL_TRY(ensure_scratch(c, (size_t)mine * (size_t)(W + 1) + 1));
   float *recv = m->scratch, *sum = m->scratch + (size_t)mine * (size_t)W;
   MPI_Request req;
-  DL_TRY(finish(c, MPI_Ialltoallv(buf, m->counts, m->displs, MPI_FLOAT, recv, m->rcounts,
-                                  m->rdispls, MPI_FLOAT, m->comm, &req), &req, "allreduce"));
+  DL_TRY(finish(c,
+                MPI_Ialltoallv(buf, m->counts, m->displs, MPI_FLOAT, recv, m->rcounts, m->rdispls,
+                               MPI_FLOAT, m->comm, &req),
+                &req, "allreduce"));
   for (int r = 0; r < W; r++) {
     m->src[r] = recv + (size_t)r * (size_t)mine;
     m->order[r] = r;
   }
   if (c->arrival_order) dl_comm_clock_order(m->order, W, NULL);
   dl_comm_sum_in_order(sum, m->src, W, mine, m->order);
-  return finish(c, MPI_Iallgatherv(sum, mine, MPI_FLOAT, buf, m->counts, m->displs, MPI_FLOAT,
-                                   m->comm, &req), &req, "allreduce");
+  return finish(c,
+                MPI_Iallgatherv(sum, mine, MPI_FLOAT, buf, m->counts, m->displs, MPI_FLOAT, m->comm,
+                                &req),
+                &req, "allreduce");
 }
 
 static dl_status mpi_allreduce(dl_comm *c, float *buf, int64_t n) {
@@ -236,8 +241,9 @@ static dl_status mpi_allreduce(dl_comm *c, float *buf, int64_t n) {
       continue;
     }
     MPI_Request req;
-    DL_TRY(finish(c, MPI_Iallreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, m->comm,
-                                    &req), &req, "allreduce"));
+    DL_TRY(finish(c,
+                  MPI_Iallreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, m->comm, &req),
+                  &req, "allreduce"));
   }
   return DL_OK;
 }
@@ -259,15 +265,18 @@ static dl_status mpi_broadcast(dl_comm *c, void *buf, size_t bytes, int root) {
 static dl_status mpi_allgather(dl_comm *c, const void *send, void *recv, size_t bytes) {
   mpi_state *m = c->impl;
   if (bytes > INT_MAX)
-    return dl_fail(DL_ERR_UNSUPPORTED, "rank %d: allgather of %zu bytes per rank: the mpi "
-                   "backend gathers at most %d bytes per rank; gather in pieces", c->rank,
-                   bytes, INT_MAX);
+    return dl_fail(DL_ERR_UNSUPPORTED,
+                   "rank %d: allgather of %zu bytes per rank: the mpi "
+                   "backend gathers at most %d bytes per rank; gather in pieces",
+                   c->rank, bytes, INT_MAX);
   DL_TRY(begin(c, c->seq, "allgather"));
   /* MPI forbids overlapping buffers; a send already in place says so. */
   const void *from = send == (const char *)recv + (size_t)c->rank * bytes ? MPI_IN_PLACE : send;
   MPI_Request req;
-  return finish(c, MPI_Iallgather(from, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
-                                  m->comm, &req), &req, "allgather");
+  return finish(c,
+                MPI_Iallgather(from, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, m->comm,
+                               &req),
+                &req, "allgather");
 }
 
 static dl_status mpi_barrier(dl_comm *c) {
@@ -363,14 +372,16 @@ static dl_status init_mpi(void) {
   MPI_Finalized(&finalised);
   if (finalised)
     return dl_fail(DL_ERR_INVALID, "mpi comm: MPI was already finalised; create every MPI comm "
-                   "before dl_comm_mpi_finalize()");
+                                   "before dl_comm_mpi_finalize()");
   MPI_Initialized(&initialised);
   if (initialised) return DL_OK;
   int provided = 0;
   int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
   if (rc != MPI_SUCCESS)
-    return dl_fail(DL_ERR_IO, "mpi comm: MPI_Init_thread failed (error %d); run the program "
-                   "under mpirun or srun and check the MPI installation", rc);
+    return dl_fail(DL_ERR_IO,
+                   "mpi comm: MPI_Init_thread failed (error %d); run the program "
+                   "under mpirun or srun and check the MPI installation",
+                   rc);
   g_mpi.initialised_here = true;
   return DL_OK;
 }
@@ -421,7 +432,8 @@ static dl_status duplicate_world(dl_comm *c) {
     if ((rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS)
       return mpi_error(c, "start-up", rc);
     if (!done && dl_comm_now() > deadline)
-      return spent(c, dl_fail(DL_ERR_IO, "rank %d: creating the MPI communicator timed out "
+      return spent(c, dl_fail(DL_ERR_IO,
+                              "rank %d: creating the MPI communicator timed out "
                               "after %g s: some of the %d ranks never called "
                               "dl_comm_mpi_create (died or hung at start-up)",
                               c->rank, c->timeout_s, c->world));
@@ -463,12 +475,15 @@ dl_status dl_comm_mpi_finalize(void) {
   MPI_Finalized(&finalised);
   if (!initialised || finalised || !g_mpi.initialised_here) return DL_OK;
   if (g_mpi.failed)
-    return dl_fail(DL_ERR_IO, "MPI not finalised: a collective failed, and MPI_Finalize would "
+    return dl_fail(DL_ERR_IO,
+                   "MPI not finalised: a collective failed, and MPI_Finalize would "
                    "wait for the rank that died or hung; exit with a non-zero status so that "
                    "mpirun ends the other ranks");
   if (g_mpi.handles > 0)
-    return dl_fail(DL_ERR_INVALID, "dl_comm_mpi_finalize: %d MPI comm handle(s) still open; "
-                   "destroy them first", g_mpi.handles);
+    return dl_fail(DL_ERR_INVALID,
+                   "dl_comm_mpi_finalize: %d MPI comm handle(s) still open; "
+                   "destroy them first",
+                   g_mpi.handles);
   MPI_Finalize();
   return DL_OK;
 }

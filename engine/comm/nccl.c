@@ -36,11 +36,11 @@ typedef struct nccl_state {
   ncclComm_t comm; /* NULL once aborted */
   cudaStream_t stream;
   int device;
-  void *stage;     /* device copy of a host buffer */
+  void *stage; /* device copy of a host buffer */
   size_t stage_bytes;
-  float *work;     /* device: ordered allreduce chunks and sums */
+  float *work; /* device: ordered allreduce chunks and sums */
   size_t work_n;
-  float *host;     /* host: the chunks being added */
+  float *host; /* host: the chunks being added */
   size_t host_n;
   nccl_group *grp; /* one process, several GPUs */
   dl_comm *mpi;    /* one process per GPU: heartbeats and aborts over MPI */
@@ -70,28 +70,31 @@ static dl_status spent(dl_comm *c, dl_status s) {
 
 static dl_status cuda_error(dl_comm *c, const char *what, cudaError_t e) {
   nccl_state *m = c->impl;
-  return spent(c, dl_fail(DL_ERR_IO, "rank %d (GPU %d): collective %s (#%" PRId64 "): CUDA "
-                          "failed: %s", c->rank, m->device, what, c->seq, cudaGetErrorString(e)));
+  return spent(c, dl_fail(DL_ERR_IO,
+                          "rank %d (GPU %d): collective %s (#%" PRId64 "): CUDA "
+                          "failed: %s",
+                          c->rank, m->device, what, c->seq, cudaGetErrorString(e)));
 }
 
 static dl_status nccl_error(dl_comm *c, const char *what, ncclResult_t r) {
   nccl_state *m = c->impl;
   const char *detail = m->comm ? ncclGetLastError(m->comm) : "";
-  return spent(c, dl_fail(DL_ERR_IO, "rank %d (GPU %d): collective %s (#%" PRId64 "): NCCL "
-                          "failed: %s%s%s", c->rank, m->device, what, c->seq,
-                          ncclGetErrorString(r), detail && *detail ? ": " : "",
-                          detail ? detail : ""));
+  return spent(c, dl_fail(DL_ERR_IO,
+                          "rank %d (GPU %d): collective %s (#%" PRId64 "): NCCL "
+                          "failed: %s%s%s",
+                          c->rank, m->device, what, c->seq, ncclGetErrorString(r),
+                          detail && *detail ? ": " : "", detail ? detail : ""));
 }
 
-#define CUDA_TRY(c, what, call)                                                                \
-  do {                                                                                         \
-    cudaError_t e_ = (call);                                                                   \
-    if (e_ != cudaSuccess) return cuda_error(c, what, e_);                                     \
+#define CUDA_TRY(c, what, call)                            \
+  do {                                                     \
+    cudaError_t e_ = (call);                               \
+    if (e_ != cudaSuccess) return cuda_error(c, what, e_); \
   } while (0)
-#define NCCL_TRY(c, what, call)                                                                \
-  do {                                                                                         \
-    ncclResult_t r_ = (call);                                                                  \
-    if (r_ != ncclSuccess) return nccl_error(c, what, r_);                                     \
+#define NCCL_TRY(c, what, call)                            \
+  do {                                                     \
+    ncclResult_t r_ = (call);                              \
+    if (r_ != ncclSuccess) return nccl_error(c, what, r_); \
   } while (0)
 
 /* ---- peers ---- */
@@ -101,10 +104,8 @@ static dl_status group_check(dl_comm *c, const char *what) {
   nccl_group *g = m->grp;
   dl_status s = DL_OK;
   pthread_mutex_lock(&g->mu);
-  if (g->aborter >= 0 && g->aborter != c->rank)
-    s = dl_comm_fail_aborted(c, what, g->aborter);
-  else if (dl_comm_now() > m->deadline)
-    s = dl_comm_fail_timeout(c, what, g->entered);
+  if (g->aborter >= 0 && g->aborter != c->rank) s = dl_comm_fail_aborted(c, what, g->aborter);
+  else if (dl_comm_now() > m->deadline) s = dl_comm_fail_timeout(c, what, g->entered);
   pthread_mutex_unlock(&g->mu);
   return s ? spent(c, s) : DL_OK;
 }
@@ -123,8 +124,10 @@ static dl_status check_peers(dl_comm *c, const char *what) {
 static dl_status begin(dl_comm *c, const char *what) {
   nccl_state *m = c->impl;
   if (m->failed)
-    return dl_fail(m->why_status, "rank %d: collective %s not started: this communicator "
-                   "failed earlier: %s", c->rank, what, m->why);
+    return dl_fail(m->why_status,
+                   "rank %d: collective %s not started: this communicator "
+                   "failed earlier: %s",
+                   c->rank, what, m->why);
   CUDA_TRY(c, what, cudaSetDevice(m->device));
   m->deadline = dl_comm_now() + c->timeout_s;
   if (m->grp) {
@@ -174,9 +177,10 @@ static dl_status grow_device(dl_comm *c, void **p, size_t *have, size_t bytes, c
   cudaError_t e = cudaMalloc(p, bytes);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return dl_fail(DL_ERR_NOMEM, "rank %d (GPU %d): %s: cannot allocate %zu bytes of GPU "
-                   "scratch: %s", c->rank, ((nccl_state *)c->impl)->device, what, bytes,
-                   cudaGetErrorString(e));
+    return dl_fail(DL_ERR_NOMEM,
+                   "rank %d (GPU %d): %s: cannot allocate %zu bytes of GPU "
+                   "scratch: %s",
+                   c->rank, ((nccl_state *)c->impl)->device, what, bytes, cudaGetErrorString(e));
   }
   *have = bytes;
   return DL_OK;
@@ -198,11 +202,9 @@ static dl_status device_view(dl_comm *c, void *buf, size_t bytes, bool copy_in, 
   return DL_OK;
 }
 
-static dl_status copy_out(dl_comm *c, void *buf, const void *dev, size_t bytes,
-                          const char *what) {
+static dl_status copy_out(dl_comm *c, void *buf, const void *dev, size_t bytes, const char *what) {
   nccl_state *m = c->impl;
-  if (dev != buf)
-    CUDA_TRY(c, what, cudaMemcpyAsync(buf, dev, bytes, cudaMemcpyDefault, m->stream));
+  if (dev != buf) CUDA_TRY(c, what, cudaMemcpyAsync(buf, dev, bytes, cudaMemcpyDefault, m->stream));
   return wait_stream(c, what);
 }
 
@@ -231,9 +233,9 @@ static dl_status ordered_allreduce(dl_comm *c, float *d, int64_t n) {
     m->host_n = Wcs + cs;
   }
   if (mine)
-    CUDA_TRY(c, "allreduce", cudaMemcpyAsync(recv + (size_t)me * cs, d + (size_t)me * cs,
-                                             mine * sizeof(float), cudaMemcpyDeviceToDevice,
-                                             m->stream));
+    CUDA_TRY(c, "allreduce",
+             cudaMemcpyAsync(recv + (size_t)me * cs, d + (size_t)me * cs, mine * sizeof(float),
+                             cudaMemcpyDeviceToDevice, m->stream));
   NCCL_TRY(c, "allreduce", ncclGroupStart());
   for (int r = 0; r < W; r++) {
     size_t theirs = chunk_len(n, cs, r);
@@ -242,8 +244,8 @@ static dl_status ordered_allreduce(dl_comm *c, float *d, int64_t n) {
     if (mine) ncclRecv(recv + (size_t)r * cs, mine, ncclFloat, r, m->comm, m->stream);
   }
   NCCL_TRY(c, "allreduce", ncclGroupEnd());
-  CUDA_TRY(c, "allreduce", cudaMemcpyAsync(m->host, recv, Wcs * sizeof(float),
-                                           cudaMemcpyDeviceToHost, m->stream));
+  CUDA_TRY(c, "allreduce",
+           cudaMemcpyAsync(m->host, recv, Wcs * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
   DL_TRY(wait_stream(c, "allreduce"));
   for (int r = 0; r < W; r++) {
     m->src[r] = m->host + (size_t)r * cs;
@@ -252,11 +254,11 @@ static dl_status ordered_allreduce(dl_comm *c, float *d, int64_t n) {
   if (c->arrival_order) dl_comm_clock_order(m->order, W, NULL);
   float *hsum = m->host + Wcs;
   dl_comm_sum_in_order(hsum, m->src, W, (int64_t)mine, m->order);
-  CUDA_TRY(c, "allreduce", cudaMemcpyAsync(sum, hsum, mine * sizeof(float),
-                                           cudaMemcpyHostToDevice, m->stream));
+  CUDA_TRY(c, "allreduce",
+           cudaMemcpyAsync(sum, hsum, mine * sizeof(float), cudaMemcpyHostToDevice, m->stream));
   NCCL_TRY(c, "allreduce", ncclAllGather(sum, all, cs, ncclFloat, m->comm, m->stream));
-  CUDA_TRY(c, "allreduce", cudaMemcpyAsync(d, all, (size_t)n * sizeof(float),
-                                           cudaMemcpyDeviceToDevice, m->stream));
+  CUDA_TRY(c, "allreduce",
+           cudaMemcpyAsync(d, all, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, m->stream));
   return DL_OK;
 }
 
@@ -267,10 +269,9 @@ static dl_status nccl_allreduce(dl_comm *c, float *buf, int64_t n) {
   void *d = NULL;
   DL_TRY(device_view(c, buf, bytes, true, &d, "allreduce"));
   if (c->mode == DL_REDUCE_NATIVE)
-    NCCL_TRY(c, "allreduce", ncclAllReduce(d, d, (size_t)n, ncclFloat, ncclSum, m->comm,
-                                           m->stream));
-  else
-    DL_TRY(ordered_allreduce(c, d, n));
+    NCCL_TRY(c, "allreduce",
+             ncclAllReduce(d, d, (size_t)n, ncclFloat, ncclSum, m->comm, m->stream));
+  else DL_TRY(ordered_allreduce(c, d, n));
   return copy_out(c, buf, d, bytes, "allreduce");
 }
 
@@ -305,8 +306,8 @@ static dl_status nccl_barrier(dl_comm *c) {
   nccl_state *m = c->impl;
   DL_TRY(begin(c, "barrier"));
   DL_TRY(grow_device(c, (void **)&m->work, &m->work_n, sizeof(float), "barrier"));
-  NCCL_TRY(c, "barrier", ncclAllReduce(m->work, m->work, 1, ncclFloat, ncclSum, m->comm,
-                                       m->stream));
+  NCCL_TRY(c, "barrier",
+           ncclAllReduce(m->work, m->work, 1, ncclFloat, ncclSum, m->comm, m->stream));
   return wait_stream(c, "barrier");
 }
 
@@ -375,8 +376,10 @@ static dl_status device_count(int *count) {
   cudaError_t e = cudaGetDeviceCount(count);
   if (e != cudaSuccess || *count == 0) {
     cudaGetLastError();
-    return dl_fail(DL_ERR_UNSUPPORTED, "nccl comm: no CUDA device (%s); use the local or mpi "
-                   "backend", e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
+    return dl_fail(DL_ERR_UNSUPPORTED,
+                   "nccl comm: no CUDA device (%s); use the local or mpi "
+                   "backend",
+                   e != cudaSuccess ? cudaGetErrorString(e) : "none visible");
   }
   return DL_OK;
 }
@@ -419,8 +422,10 @@ static dl_status check_devices(int ndev, const int *devices, int *devs) {
                      count - 1);
     for (int q = 0; q < r; q++)
       if (devs[q] == devs[r])
-        return dl_fail(DL_ERR_INVALID, "nccl comm: ranks %d and %d both on GPU %d; NCCL needs "
-                       "one GPU per rank", q, r, devs[r]);
+        return dl_fail(DL_ERR_INVALID,
+                       "nccl comm: ranks %d and %d both on GPU %d; NCCL needs "
+                       "one GPU per rank",
+                       q, r, devs[r]);
   }
   return DL_OK;
 }
@@ -441,8 +446,7 @@ static dl_status group_new(int world, nccl_group **out) {
 
 dl_status dl_comm_nccl_create_all(int ndev, const int *devices, dl_comm **comms) {
   if (ndev < 1 || ndev > 1024 || !comms)
-    return dl_fail(DL_ERR_INVALID, "nccl comm: %d GPUs: need 1..1024 and an output array",
-                   ndev);
+    return dl_fail(DL_ERR_INVALID, "nccl comm: %d GPUs: need 1..1024 and an output array", ndev);
   for (int r = 0; r < ndev; r++) comms[r] = NULL;
   int *devs = malloc((size_t)ndev * sizeof *devs);
   ncclComm_t *nc = calloc((size_t)ndev, sizeof *nc);
@@ -452,8 +456,10 @@ dl_status dl_comm_nccl_create_all(int ndev, const int *devices, dl_comm **comms)
   if (!s) s = group_new(ndev, &g);
   ncclResult_t r = s ? ncclSuccess : ncclCommInitAll(nc, ndev, devs);
   if (r != ncclSuccess)
-    s = dl_fail(DL_ERR_IO, "nccl comm: ncclCommInitAll on %d GPUs failed: %s (NCCL_DEBUG=INFO "
-                "says why)", ndev, ncclGetErrorString(r));
+    s = dl_fail(DL_ERR_IO,
+                "nccl comm: ncclCommInitAll on %d GPUs failed: %s (NCCL_DEBUG=INFO "
+                "says why)",
+                ndev, ncclGetErrorString(r));
   int made = 0;
   for (; !s && made < ndev; made++) {
     g->refs++;
@@ -487,13 +493,15 @@ static dl_status init_rank(dl_comm *mpi, int device, ncclComm_t *comm) {
   if (rank == 0) msg.ok = ncclGetUniqueId(&msg.id) == ncclSuccess;
   DL_TRY(dl_comm_broadcast(mpi, &msg, sizeof msg, 0));
   if (!msg.ok)
-    return dl_fail(DL_ERR_IO, "nccl comm: rank %d: rank 0 could not create the NCCL unique id "
-                   "(NCCL_DEBUG=INFO says why)", rank);
+    return dl_fail(DL_ERR_IO,
+                   "nccl comm: rank %d: rank 0 could not create the NCCL unique id "
+                   "(NCCL_DEBUG=INFO says why)",
+                   rank);
   /* Blocking: the broadcast just showed every rank alive. */
   ncclResult_t r = ncclCommInitRank(comm, world, msg.id, rank);
   if (r != ncclSuccess)
-    return dl_fail(DL_ERR_IO, "nccl comm: rank %d: ncclCommInitRank on GPU %d failed: %s",
-                   rank, device, ncclGetErrorString(r));
+    return dl_fail(DL_ERR_IO, "nccl comm: rank %d: ncclCommInitRank on GPU %d failed: %s", rank,
+                   device, ncclGetErrorString(r));
   return DL_OK;
 }
 
@@ -524,7 +532,8 @@ dl_status dl_comm_nccl_create_mpi(int device, dl_comm **out) {
 dl_status dl_comm_nccl_create_mpi(int device, dl_comm **out) {
   (void)device;
   if (out) *out = NULL;
-  return dl_fail(DL_ERR_UNSUPPORTED, "nccl comm: this build has no MPI to start one process "
+  return dl_fail(DL_ERR_UNSUPPORTED,
+                 "nccl comm: this build has no MPI to start one process "
                  "per GPU; use dl_comm_nccl_create_all, or rebuild with Open MPI installed");
 }
 #endif
@@ -556,9 +565,10 @@ static dl_status check_one(check_rank *k) {
   DL_TRY(dl_comm_allreduce_sum(k->c, k->out, CHECK_N));
   for (int64_t i = 0; i < CHECK_N; i++)
     if (memcmp(&k->out[i], &k->expect[i], sizeof(float)) != 0)
-      return dl_fail(DL_ERR_INTERNAL, "nccl selfcheck: rank %d: ordered allreduce element %"
-                     PRId64 " is %.9g, the rank-order sum is %.9g", dl_comm_rank(k->c), i,
-                     (double)k->out[i], (double)k->expect[i]);
+      return dl_fail(DL_ERR_INTERNAL,
+                     "nccl selfcheck: rank %d: ordered allreduce element %" PRId64
+                     " is %.9g, the rank-order sum is %.9g",
+                     dl_comm_rank(k->c), i, (double)k->out[i], (double)k->expect[i]);
   float root = (float)dl_comm_rank(k->c);
   DL_TRY(dl_comm_broadcast(k->c, &root, sizeof root, dl_comm_world(k->c) - 1));
   if (root != (float)(dl_comm_world(k->c) - 1))

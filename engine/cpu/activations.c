@@ -15,9 +15,9 @@
 #include <string.h>
 
 /* Constants of PyTorch's GELU kernels, rounded to float as they use them. */
-static const float kSqrt1_2 = 0.70710678118654752440f;       /* 1/sqrt(2) */
-static const float kInvSqrt2Pi = 0.39894228040143267794f;    /* 1/sqrt(2*pi) */
-static const float kSqrt2OverPi = 0.79788456080286535588f;   /* sqrt(2/pi) */
+static const float kSqrt1_2 = 0.70710678118654752440f;     /* 1/sqrt(2) */
+static const float kInvSqrt2Pi = 0.39894228040143267794f;  /* 1/sqrt(2*pi) */
+static const float kSqrt2OverPi = 0.79788456080286535588f; /* sqrt(2/pi) */
 static const float kKappa = 0.044715f;
 
 enum { ACT_GRAIN = 4096 };
@@ -29,9 +29,7 @@ static float relu_f(float x) { return x < 0.0f ? 0.0f : x; }
 /* Gradient from the output, 0 at x == 0, like threshold_backward(dy, y, 0). */
 static float relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
 
-static float gelu_erf_f(float x) {
-  return x * 0.5f * (1.0f + dl_erff(x * kSqrt1_2));
-}
+static float gelu_erf_f(float x) { return x * 0.5f * (1.0f + dl_erff(x * kSqrt1_2)); }
 /* d/dx [x * Phi(x)] = Phi(x) + x * phi(x) */
 static float gelu_erf_grad(float dy, float x) {
   float cdf = 0.5f * (1.0f + dl_erff(x * kSqrt1_2));
@@ -49,8 +47,7 @@ static float gelu_tanh_grad(float dy, float x) {
   float t = dl_tanhf(inner);
   float left = 0.5f * x, right = 1.0f + t;
   float left_derivative = 0.5f * right;
-  float right_derivative =
-      left * (1.0f - t * t) * (kSqrt2OverPi * (1.0f + 3.0f * kKappa * x_sq));
+  float right_derivative = left * (1.0f - t * t) * (kSqrt2OverPi * (1.0f + 3.0f * kKappa * x_sq));
   return dy * (left_derivative + right_derivative);
 }
 
@@ -80,8 +77,8 @@ static void relu_loop(const float *restrict x, float *restrict y, int64_t n) {
   for (; i < n; i++) y[i] = relu_f(x[i]);
 }
 
-static void relu_grad_loop(const float *restrict dy, const float *restrict y,
-                           float *restrict dx, int64_t n) {
+static void relu_grad_loop(const float *restrict dy, const float *restrict y, float *restrict dx,
+                           int64_t n) {
   int64_t i = 0;
   for (; i + ACT_BLOCK <= n; i += ACT_BLOCK)
     for (int t = 0; t < ACT_BLOCK; t++) dx[i + t] = relu_grad(dy[i + t], y[i + t]);
@@ -95,9 +92,15 @@ static void act_forward_range(void *p, int64_t begin, int64_t end) {
   const int64_t n = end - begin;
   switch (j->kind) {
   case ACT_RELU: relu_loop(x, y, n); break;
-  case ACT_GELU_ERF: for (int64_t i = 0; i < n; i++) y[i] = gelu_erf_f(x[i]); break;
-  case ACT_GELU_TANH: for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_f(x[i]); break;
-  case ACT_TANH: for (int64_t i = 0; i < n; i++) y[i] = tanh_f(x[i]); break;
+  case ACT_GELU_ERF:
+    for (int64_t i = 0; i < n; i++) y[i] = gelu_erf_f(x[i]);
+    break;
+  case ACT_GELU_TANH:
+    for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_f(x[i]);
+    break;
+  case ACT_TANH:
+    for (int64_t i = 0; i < n; i++) y[i] = tanh_f(x[i]);
+    break;
   }
 }
 
@@ -108,9 +111,15 @@ static void act_backward_range(void *p, int64_t begin, int64_t end) {
   const int64_t n = end - begin;
   switch (j->kind) {
   case ACT_RELU: relu_grad_loop(dy, s, dx, n); break;
-  case ACT_GELU_ERF: for (int64_t i = 0; i < n; i++) dx[i] = gelu_erf_grad(dy[i], s[i]); break;
-  case ACT_GELU_TANH: for (int64_t i = 0; i < n; i++) dx[i] = gelu_tanh_grad(dy[i], s[i]); break;
-  case ACT_TANH: for (int64_t i = 0; i < n; i++) dx[i] = tanh_grad(dy[i], s[i]); break;
+  case ACT_GELU_ERF:
+    for (int64_t i = 0; i < n; i++) dx[i] = gelu_erf_grad(dy[i], s[i]);
+    break;
+  case ACT_GELU_TANH:
+    for (int64_t i = 0; i < n; i++) dx[i] = gelu_tanh_grad(dy[i], s[i]);
+    break;
+  case ACT_TANH:
+    for (int64_t i = 0; i < n; i++) dx[i] = tanh_grad(dy[i], s[i]);
+    break;
   }
 }
 
@@ -123,8 +132,8 @@ static dl_status act_check(const dl_layer *l, const dl_tensor *t, const char *wh
   return DL_OK;
 }
 
-static dl_status act_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                             dl_tensor *y, act_kind kind) {
+static dl_status act_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y,
+                             act_kind kind) {
   char name[128];
   DL_TRY(act_check(l, x, "input"));
   dl_status s = dl_tensor_alloc_uninit(y, DL_F32, x->ndim, x->shape, "activation output");
@@ -145,8 +154,8 @@ static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tens
     return dl_fail(DL_ERR_INVALID, "%s: output gradient and activation differ in shape",
                    dl_layer_label(l, name, sizeof name));
   if (!dx) return DL_OK;
-  dl_status s =
-      dl_tensor_alloc_uninit(dx, DL_F32, dy->ndim, dy->shape, "activation input gradient");
+  dl_status s = dl_tensor_alloc_uninit(dx, DL_F32, dy->ndim, dy->shape,
+                                       "activation input gradient");
   if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   act_job job = {.kind = kind, .in = dl_f32(saved), .dy = dl_f32(dy), .out = dl_f32(dx)};
   dl_parallel_for(dy->numel, ACT_GRAIN, act_backward_range, &job);
@@ -155,8 +164,7 @@ static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tens
 
 /* ---- the ops tables: forward and backward side by side ---- */
 
-static dl_status relu_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                              dl_tensor *y) {
+static dl_status relu_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   return act_forward(l, ctx, x, y, ACT_RELU);
 }
 static dl_status relu_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
@@ -166,8 +174,7 @@ static dl_status relu_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   return act_backward(l, y, dy, dx, ACT_RELU);
 }
 
-static dl_status gelu_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                              dl_tensor *y) {
+static dl_status gelu_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   return act_forward(l, ctx, x, y, l->desc.gelu_tanh ? ACT_GELU_TANH : ACT_GELU_ERF);
 }
 static dl_status gelu_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
@@ -177,8 +184,7 @@ static dl_status gelu_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   return act_backward(l, x, dy, dx, l->desc.gelu_tanh ? ACT_GELU_TANH : ACT_GELU_ERF);
 }
 
-static dl_status tanh_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                              dl_tensor *y) {
+static dl_status tanh_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   return act_forward(l, ctx, x, y, ACT_TANH);
 }
 static dl_status tanh_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,

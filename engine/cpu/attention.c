@@ -54,7 +54,7 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { IN_W, IN_B, OUT_W, OUT_B };              /* l->params */
+enum { IN_W, IN_B, OUT_W, OUT_B };                        /* l->params */
 enum { SAVED_QKV, SAVED_PROBS, SAVED_MASK, SAVED_HEADS }; /* l->saved */
 
 /* Sequence and head limits of the dropout words (head_mask). */
@@ -97,8 +97,7 @@ dl_status dl_attention_init(dl_layer *l, uint64_t seed) {
 
 static bool dropout_active(const dl_layer *l) { return l->training && l->desc.p > 0.0f; }
 
-static dl_status check_3d(const dl_layer *l, const dl_tensor *x, const char *what,
-                          attn_dims *g) {
+static dl_status check_3d(const dl_layer *l, const dl_tensor *x, const char *what, attn_dims *g) {
   char name[128], shape[96];
   if (x->dtype != DL_F32 || x->ndim != 3 || x->shape[0] < 1 || x->shape[1] < 1 ||
       x->shape[1] > MAX_T || x->shape[2] != l->desc.out)
@@ -106,8 +105,11 @@ static dl_status check_3d(const dl_layer *l, const dl_tensor *x, const char *wha
                    "%s: %s is %s; expected float32 [N, T, %lld], N >= 1, 1 <= T <= 2^21",
                    dl_layer_label(l, name, sizeof name), what,
                    dl_tensor_describe(x, shape, sizeof shape), (long long)l->desc.out);
-  *g = (attn_dims){.n = x->shape[0], .t = x->shape[1], .e = x->shape[2],
-                   .h = l->desc.heads, .d = x->shape[2] / l->desc.heads};
+  *g = (attn_dims){.n = x->shape[0],
+                   .t = x->shape[1],
+                   .e = x->shape[2],
+                   .h = l->desc.heads,
+                   .d = x->shape[2] / l->desc.heads};
   return DL_OK;
 }
 
@@ -167,8 +169,7 @@ static dl_status proj_backward(const dl_ctx *ctx, dl_param *w, dl_param *b, cons
     if (!g) s = DL_ERR_NOMEM;
   }
   if (s == DL_OK && dx) {
-    s = dl_backend_sgemm(ctx->backend, false, false, rows, in, out, dyp, out, wp, in, 0.0f, dx,
-                         in);
+    s = dl_backend_sgemm(ctx->backend, false, false, rows, in, out, dyp, out, wp, in, 0.0f, dx, in);
     dl_round_inplace(dx, rows * in, (int)ctx->autocast);
   }
   if (s == DL_OK && w->requires_grad) {
@@ -197,15 +198,15 @@ typedef struct attn_job {
   const dl_layer *l;
   const dl_ctx *ctx;
   attn_dims g;
-  float sqrt_d;       /* float(sqrt(head_dim)), torch's divisor */
-  float *qkv;         /* [N, T, 3E]: q' (scaled), k, v */
-  float *probs;       /* [N, H, T, T]: softmax */
-  float *mask;        /* [N, H, T, T]: 1/(1-p) or 0; NULL: no dropout */
-  float *pd;          /* [N, H, T, T]: P~ rounded for the bmm; NULL: P itself */
-  float *heads;       /* [N, T, E]: forward output of the heads */
-  const float *dheads; /* backward: gradient of the heads' output */
-  float *dqkv;        /* backward: [N, T, 3E] */
-  float *dp;          /* backward: [N, H, T, T] scratch */
+  float sqrt_d;              /* float(sqrt(head_dim)), torch's divisor */
+  float *qkv;                /* [N, T, 3E]: q' (scaled), k, v */
+  float *probs;              /* [N, H, T, T]: softmax */
+  float *mask;               /* [N, H, T, T]: 1/(1-p) or 0; NULL: no dropout */
+  float *pd;                 /* [N, H, T, T]: P~ rounded for the bmm; NULL: P itself */
+  float *heads;              /* [N, T, E]: forward output of the heads */
+  const float *dheads;       /* backward: gradient of the heads' output */
+  float *dqkv;               /* backward: [N, T, 3E] */
+  float *dp;                 /* backward: [N, H, T, T] scratch */
   const dl_backend *backend; /* for the serial run; NULL in parallel jobs */
   dl_status status;
 } attn_job;
@@ -267,8 +268,8 @@ static dl_status head_forward(const attn_job *j, int64_t i, const dl_backend *b)
   dl_round_inplace(p, tt, (int)j->ctx->autocast);
   softmax_rows(j, p);
   if (j->mask) head_mask(j, n, h, j->mask + i * tt);
-  DL_TRY(dl_backend_sgemm(b, false, false, g.t, g.d, g.t, dropped_probs(j, i), g.t, v, ld, 0.0f,
-                          o, g.e));
+  DL_TRY(dl_backend_sgemm(b, false, false, g.t, g.d, g.t, dropped_probs(j, i), g.t, v, ld, 0.0f, o,
+                          g.e));
   round_block(j->ctx, o, g.t, g.d, g.e);
   return DL_OK;
 }
@@ -285,8 +286,8 @@ static dl_status head_backward(const attn_job *j, int64_t i, const dl_backend *b
   /* dP~ = dO v^T, dv = P~^T dO */
   DL_TRY(dl_backend_sgemm(b, false, true, g.t, g.t, g.d, dout, g.e, v, ld, 0.0f, dp, g.t));
   dl_round_inplace(dp, tt, (int)ctx->autocast);
-  DL_TRY(dl_backend_sgemm(b, true, false, g.t, g.d, g.t, dropped_probs(j, i), g.t, dout, g.e,
-                          0.0f, dv, ld));
+  DL_TRY(dl_backend_sgemm(b, true, false, g.t, g.d, g.t, dropped_probs(j, i), g.t, dout, g.e, 0.0f,
+                          dv, ld));
   round_block(ctx, dv, g.t, g.d, ld);
   /* dropout, then softmax: dS = (dP - sum(dP * P)) * P per row */
   if (j->mask)
@@ -353,14 +354,21 @@ static dl_status attention_forward(dl_layer *l, const dl_ctx *ctx, const dl_tens
   const int64_t rows = g.n * g.t, sq[3] = {g.n, g.t, 3 * g.e}, sp[4] = {g.n, g.h, g.t, g.t};
   dl_status s = dl_tensor_alloc_uninit(&t[0], DL_F32, 3, sq, "attention q, k, v");
   if (s == DL_OK) s = dl_tensor_alloc_uninit(&t[1], DL_F32, 4, sp, "attention weights");
-  if (s == DL_OK && drop) s = dl_tensor_alloc_uninit(&t[2], DL_F32, 4, sp, "attention dropout mask");
+  if (s == DL_OK && drop)
+    s = dl_tensor_alloc_uninit(&t[2], DL_F32, 4, sp, "attention dropout mask");
   if (s == DL_OK) s = dl_tensor_alloc_uninit(&t[3], DL_F32, 3, x->shape, "attention heads");
   if (s == DL_OK && (drop || ctx->autocast != DL_F32))
     s = dl_tensor_alloc_uninit(&t[4], DL_F32, 4, sp, "attention dropped weights");
   if (s == DL_OK) s = dl_tensor_alloc_uninit(y, DL_F32, 3, x->shape, "attention output");
-  attn_job j = {.l = l, .ctx = ctx, .g = g, .sqrt_d = (float)sqrt((double)g.d),
-                .qkv = dl_f32(&t[0]), .probs = dl_f32(&t[1]), .mask = dl_f32(&t[2]),
-                .pd = dl_f32(&t[4]), .heads = dl_f32(&t[3])};
+  attn_job j = {.l = l,
+                .ctx = ctx,
+                .g = g,
+                .sqrt_d = (float)sqrt((double)g.d),
+                .qkv = dl_f32(&t[0]),
+                .probs = dl_f32(&t[1]),
+                .mask = dl_f32(&t[2]),
+                .pd = dl_f32(&t[4]),
+                .heads = dl_f32(&t[3])};
   if (s == DL_OK) s = proj_forward(ctx, &l->params[IN_W], &l->params[IN_B], dl_f32(x), rows, j.qkv);
   if (s == DL_OK) {
     /* q' = q / sqrt(d), a float32 division like torch's */
@@ -379,10 +387,8 @@ static dl_status attention_forward(dl_layer *l, const dl_ctx *ctx, const dl_tens
     dl_tensor_free(y);
     return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   }
-  if (ctx->grad_enabled)
-    memcpy(l->saved, t, 4 * sizeof t[0]);
-  else
-    free_all(t, 4);
+  if (ctx->grad_enabled) memcpy(l->saved, t, 4 * sizeof t[0]);
+  else free_all(t, 4);
   return DL_OK;
 }
 
@@ -407,19 +413,28 @@ static dl_status attention_backward(dl_layer *l, const dl_ctx *ctx, const dl_ten
   const int64_t rows = g.n * g.t, sp[4] = {g.n, g.h, g.t, g.t};
   dl_tensor t[4] = {{0}}; /* dheads, dqkv, dP, P~ */
   dl_status s = dl_tensor_alloc_uninit(&t[0], DL_F32, 3, x->shape, "attention heads gradient");
-  if (s == DL_OK) s = dl_tensor_alloc_uninit(&t[1], DL_F32, 3, l->saved[SAVED_QKV].shape,
-                                             "attention q, k, v gradient");
+  if (s == DL_OK)
+    s = dl_tensor_alloc_uninit(&t[1], DL_F32, 3, l->saved[SAVED_QKV].shape,
+                               "attention q, k, v gradient");
   if (s == DL_OK) s = dl_tensor_alloc_uninit(&t[2], DL_F32, 4, sp, "attention weights gradient");
   if (s == DL_OK && (drop || ctx->autocast != DL_F32))
     s = dl_tensor_alloc_uninit(&t[3], DL_F32, 4, sp, "attention dropped weights");
-  if (s == DL_OK && dx) s = dl_tensor_alloc_uninit(dx, DL_F32, 3, x->shape, "attention input gradient");
-  attn_job j = {.l = l, .ctx = ctx, .g = g, .sqrt_d = (float)sqrt((double)g.d),
-                .qkv = dl_f32(&l->saved[SAVED_QKV]), .probs = dl_f32(&l->saved[SAVED_PROBS]),
-                .mask = dl_f32(&l->saved[SAVED_MASK]), .pd = dl_f32(&t[3]),
-                .dheads = dl_f32(&t[0]), .dqkv = dl_f32(&t[1]), .dp = dl_f32(&t[2])};
+  if (s == DL_OK && dx)
+    s = dl_tensor_alloc_uninit(dx, DL_F32, 3, x->shape, "attention input gradient");
+  attn_job j = {.l = l,
+                .ctx = ctx,
+                .g = g,
+                .sqrt_d = (float)sqrt((double)g.d),
+                .qkv = dl_f32(&l->saved[SAVED_QKV]),
+                .probs = dl_f32(&l->saved[SAVED_PROBS]),
+                .mask = dl_f32(&l->saved[SAVED_MASK]),
+                .pd = dl_f32(&t[3]),
+                .dheads = dl_f32(&t[0]),
+                .dqkv = dl_f32(&t[1]),
+                .dp = dl_f32(&t[2])};
   if (s == DL_OK)
-    s = proj_backward(ctx, &l->params[OUT_W], &l->params[OUT_B],
-                      dl_f32(&l->saved[SAVED_HEADS]), dl_f32(dy), rows, dl_f32(&t[0]));
+    s = proj_backward(ctx, &l->params[OUT_W], &l->params[OUT_B], dl_f32(&l->saved[SAVED_HEADS]),
+                      dl_f32(dy), rows, dl_f32(&t[0]));
   if (s == DL_OK) s = run_heads(&j, head_backward);
   if (s == DL_OK)
     s = proj_backward(ctx, &l->params[IN_W], &l->params[IN_B], dl_f32(x), j.dqkv, rows,

@@ -20,8 +20,7 @@ typedef struct bn_dims {
   int64_t n, c, s;
 } bn_dims;
 
-static dl_status bn_dims_of(const dl_layer *l, const dl_tensor *x, const char *what,
-                            bn_dims *d) {
+static dl_status bn_dims_of(const dl_layer *l, const dl_tensor *x, const char *what, bn_dims *d) {
   char name[128], shape[96];
   bool is2d = l->desc.kind == DL_BATCHNORM2D;
   bool rank_ok = is2d ? x->ndim == 4 : (x->ndim == 2 || x->ndim == 3);
@@ -113,8 +112,8 @@ static void bn_channel_forward(const bn_fwd_job *j, int64_t c) {
     if (j->update_running) {
       double m = j->momentum;
       j->running_mean[c] = (float)(m * mean + (1.0 - m) * j->running_mean[c]);
-      j->running_var[c] =
-          (float)(m * ((double)var_sum / (count - 1.0)) + (1.0 - m) * j->running_var[c]);
+      j->running_var[c] = (float)(m * ((double)var_sum / (count - 1.0)) +
+                                  (1.0 - m) * j->running_var[c]);
     }
   } else {
     mean = j->running_mean[c];
@@ -142,8 +141,7 @@ static int64_t bn_grain(const bn_dims *d) {
   return per >= 16384 ? 1 : 16384 / (per > 0 ? per : 1);
 }
 
-static dl_status bn_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                            dl_tensor *y) {
+static dl_status bn_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   char name[128], shape[96];
   bn_dims d;
   DL_TRY(bn_dims_of(l, x, "input", &d));
@@ -152,7 +150,8 @@ static dl_status bn_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
     return dl_fail(DL_ERR_INVALID,
                    "%s: Expected more than 1 value per channel when training, got input "
                    "size %s; use a batch of at least 2 or put the layer in eval mode",
-                   dl_layer_label(l, name, sizeof name), dl_tensor_describe(x, shape, sizeof shape));
+                   dl_layer_label(l, name, sizeof name),
+                   dl_tensor_describe(x, shape, sizeof shape));
   dl_tensor_free(&l->saved[0]);
   dl_tensor_free(&l->saved[1]);
   dl_tensor mean = {0}, rstd = {0};
@@ -165,13 +164,19 @@ static dl_status bn_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
     return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   }
   bool track = l->desc.track_running_stats;
-  bn_fwd_job job = {
-      .d = d, .x = dl_f32(x), .w = bn_weight(l), .b = bn_bias(l), .y = dl_f32(y),
-      .mean = dl_f32(&mean), .rstd = dl_f32(&rstd),
-      .running_mean = track ? dl_f32(&l->buffers[0].value) : NULL,
-      .running_var = track ? dl_f32(&l->buffers[1].value) : NULL,
-      .eps = l->desc.eps, .momentum = l->desc.momentum, .batch_stats = batch_stats,
-      .update_running = track && l->training};
+  bn_fwd_job job = {.d = d,
+                    .x = dl_f32(x),
+                    .w = bn_weight(l),
+                    .b = bn_bias(l),
+                    .y = dl_f32(y),
+                    .mean = dl_f32(&mean),
+                    .rstd = dl_f32(&rstd),
+                    .running_mean = track ? dl_f32(&l->buffers[0].value) : NULL,
+                    .running_var = track ? dl_f32(&l->buffers[1].value) : NULL,
+                    .eps = l->desc.eps,
+                    .momentum = l->desc.momentum,
+                    .batch_stats = batch_stats,
+                    .update_running = track && l->training};
   dl_parallel_for(d.c, bn_grain(&d), bn_forward_range, &job);
   if (track && l->training) ((int64_t *)l->buffers[2].value.data)[0] += 1;
   dl_layer_keep_saved(l, ctx, &mean, &rstd);
@@ -223,8 +228,8 @@ static void bn_backward_range(void *p, int64_t begin, int64_t end) {
   for (int64_t c = begin; c < end; c++) bn_channel_backward(p, c);
 }
 
-static dl_status bn_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                             const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
+static dl_status bn_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, const dl_tensor *y,
+                             const dl_tensor *dy, dl_tensor *dx) {
   (void)ctx;
   (void)y;
   char name[128];
@@ -247,16 +252,20 @@ static dl_status bn_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
     if (!grads) return dl_fail_context(DL_ERR_NOMEM, "%s: ", dl_layer_label(l, name, sizeof name));
   }
   if (dx) {
-    dl_status s =
-        dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "batchnorm input gradient");
+    dl_status s = dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "batchnorm input gradient");
     if (s != DL_OK) {
       dl_mem_free(grads);
       return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
     }
   }
-  bn_bwd_job job = {.d = d, .x = dl_f32(x), .dy = dl_f32(dy), .w = bn_weight(l),
-                    .mean = dl_f32(&l->saved[0]), .rstd = dl_f32(&l->saved[1]),
-                    .dx = dx ? dl_f32(dx) : NULL, .dw = want_w ? grads : NULL,
+  bn_bwd_job job = {.d = d,
+                    .x = dl_f32(x),
+                    .dy = dl_f32(dy),
+                    .w = bn_weight(l),
+                    .mean = dl_f32(&l->saved[0]),
+                    .rstd = dl_f32(&l->saved[1]),
+                    .dx = dx ? dl_f32(dx) : NULL,
+                    .dw = want_w ? grads : NULL,
                     .db = want_b ? grads + d.c : NULL,
                     .batch_stats = bn_uses_batch_stats(l)};
   dl_parallel_for(d.c, bn_grain(&d), bn_backward_range, &job);

@@ -47,7 +47,7 @@ dl_status dl_conv2d_init(dl_layer *l, uint64_t seed) {
 typedef struct conv_geom {
   int64_t n, c, h, w, o, oh, ow;
   int64_t k, stride, pad;
-  int64_t rows;  /* C*k*k: rows of col, columns of W */
+  int64_t rows;   /* C*k*k: rows of col, columns of W */
   int64_t pixels; /* Ho*Wo: columns of col */
   bool masked;    /* same-size patch rows with AVX-512 masks (below) */
 } conv_geom;
@@ -86,13 +86,12 @@ static dl_status conv_geometry(const dl_layer *l, const dl_tensor *x, conv_geom 
  * output pixel (times the stride). */
 typedef struct patch_row {
   int64_t c, dh, dw;
-  int64_t lo, hi;     /* output columns ow whose input column is inside [0, W) */
+  int64_t lo, hi;      /* output columns ow whose input column is inside [0, W) */
   int64_t top, bottom; /* the same for output rows oh, stride 1 only */
 } patch_row;
 
 static patch_row patch_row_of(const conv_geom *g, int64_t r) {
-  patch_row p = {.c = r / (g->k * g->k), .dh = r / g->k % g->k - g->pad,
-                 .dw = r % g->k - g->pad};
+  patch_row p = {.c = r / (g->k * g->k), .dh = r / g->k % g->k - g->pad, .dw = r % g->k - g->pad};
   p.lo = p.dw >= 0 ? 0 : (-p.dw + g->stride - 1) / g->stride;
   p.hi = p.dw >= g->w ? 0 : (g->w - 1 - p.dw) / g->stride + 1;
   if (p.hi > g->ow) p.hi = g->ow;
@@ -114,8 +113,7 @@ static bool same_size(const conv_geom *g) {
 }
 
 /* The run [first, last) of valid pixels of p in the output plane. */
-static void same_size_run(const conv_geom *g, const patch_row *p, int64_t *first,
-                          int64_t *last) {
+static void same_size_run(const conv_geom *g, const patch_row *p, int64_t *first, int64_t *last) {
   *first = p->top * g->w + p->lo;
   *last = p->top < p->bottom && p->lo < p->hi ? (p->bottom - 1) * g->w + p->hi : *first;
 }
@@ -213,8 +211,8 @@ static inline uintptr_t shifted(const float *plane, int64_t i, const patch_row *
   return (uintptr_t)plane + (uintptr_t)((i + p->dh * g->w + p->dw) * (int64_t)sizeof(float));
 }
 
-DL_AVX512 static void im2col_row_masked(const conv_geom *g, const patch_row *p,
-                                        const float *plane, float *dst) {
+DL_AVX512 static void im2col_row_masked(const conv_geom *g, const patch_row *p, const float *plane,
+                                        float *dst) {
   const __m512i step = _mm512_set1_epi32((int32_t)(16 % g->w));
   const __m512i w = _mm512_set1_epi32((int32_t)g->w);
   pixel_lanes l = lanes_start(w);
@@ -225,8 +223,8 @@ DL_AVX512 static void im2col_row_masked(const conv_geom *g, const patch_row *p,
   }
 }
 
-DL_AVX512 static void col2im_row_masked(const conv_geom *g, const patch_row *p,
-                                        const float *row, float *plane) {
+DL_AVX512 static void col2im_row_masked(const conv_geom *g, const patch_row *p, const float *row,
+                                        float *plane) {
   const __m512i step = _mm512_set1_epi32((int32_t)(16 % g->w));
   const __m512i w = _mm512_set1_epi32((int32_t)g->w);
   pixel_lanes l = lanes_start(w);
@@ -279,8 +277,7 @@ static void im2col_row(const conv_geom *g, const float *restrict x, int64_t r,
     }
     const float *src = plane + ih * g->w + p.dw;
     for (int64_t ow = 0; ow < p.lo; ow++) dst[ow] = 0.0f;
-    if (g->stride == 1)
-      copy_run(dst + p.lo, src + p.lo, p.hi - p.lo);
+    if (g->stride == 1) copy_run(dst + p.lo, src + p.lo, p.hi - p.lo);
     else
       for (int64_t ow = p.lo; ow < p.hi; ow++) dst[ow] = src[ow * g->stride];
     for (int64_t ow = p.hi; ow < g->ow; ow++) dst[ow] = 0.0f;
@@ -308,8 +305,7 @@ static void col2im_row(const conv_geom *g, float *restrict row, int64_t r, float
     const int64_t ih = oh * g->stride + p.dh;
     if (ih < 0 || ih >= g->h) continue;
     float *dst = plane + ih * g->w + p.dw;
-    if (g->stride == 1)
-      add_run(dst + p.lo, row + p.lo, p.hi - p.lo);
+    if (g->stride == 1) add_run(dst + p.lo, row + p.lo, p.hi - p.lo);
     else
       for (int64_t ow = p.lo; ow < p.hi; ow++) dst[ow * g->stride] += row[ow];
   }
@@ -319,17 +315,17 @@ static void col2im_row(const conv_geom *g, float *restrict row, int64_t r, float
 
 typedef struct conv_job {
   const conv_geom *g;
-  int half;        /* autocast code for dl_round_inplace, 0 = off */
-  const float *x;  /* input */
-  float *bufs;     /* nslots col buffers of rows * pixels */
+  int half;       /* autocast code for dl_round_inplace, 0 = off */
+  const float *x; /* input */
+  float *bufs;    /* nslots col buffers of rows * pixels */
   int64_t nslots;
   const float *w;  /* possibly half-rounded weight */
   const float *b;  /* possibly half-rounded bias, or NULL */
   float *y;        /* forward output */
   const float *dy; /* backward: possibly half-rounded output gradient */
   float *dx;
-  float *gwt;      /* dW^T [rows, O] */
-  int64_t nparts;  /* dW: parts of the patch rows */
+  float *gwt;                /* dW^T [rows, O] */
+  int64_t nparts;            /* dW: parts of the patch rows */
   const dl_backend *offload; /* runs the convolutions (backend.h), or NULL */
   dl_conv2d_shape shape;     /* the geometry as the backend takes it */
 } conv_job;
@@ -342,8 +338,7 @@ static bool col_is_input(const conv_job *j) {
 
 /* Patch rows [r0, r1) of col_n in buf (or x_n itself), rounded to half
  * under autocast. */
-static const float *sample_rows(const conv_job *j, int64_t n, int64_t r0, int64_t r1,
-                                float *buf) {
+static const float *sample_rows(const conv_job *j, int64_t n, int64_t r0, int64_t r1, float *buf) {
   const conv_geom *g = j->g;
   const float *x = j->x + n * g->c * g->h * g->w;
   if (col_is_input(j)) return x + r0 * g->pixels;
@@ -388,12 +383,12 @@ static void conv_dx_slots(void *ctx, int64_t first, int64_t last) {
       float *dx = j->dx + n * g->c * g->h * g->w;
       const float *dy = j->dy + n * g->o * g->pixels;
       if (col_is_input(j)) { /* col2im of a 1x1 conv is the identity */
-        dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows, dy, g->pixels, 0.0f,
-                 dx, g->pixels);
+        dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows, dy, g->pixels, 0.0f, dx,
+                 g->pixels);
         continue;
       }
-      dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows, dy, g->pixels, 0.0f,
-               dcol, g->pixels);
+      dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows, dy, g->pixels, 0.0f, dcol,
+               g->pixels);
       memset(dx, 0, (size_t)(g->c * g->h * g->w) * sizeof *dx);
       for (int64_t r = 0; r < g->rows; r++) col2im_row(g, dcol + r * g->pixels, r, dx);
       dl_round_inplace(dx, g->c * g->h * g->w, j->half);
@@ -422,16 +417,14 @@ static void conv_dw_parts(void *ctx, int64_t first, int64_t last) {
     part_rows(j, part, &r0, &r1);
     for (int64_t n = 0; n < g->n && r0 < r1; n++) {
       const float *col = sample_rows(j, n, r0, r1, buf);
-      dl_sgemm(false, true, r1 - r0, g->o, g->pixels, col, g->pixels,
-               j->dy + n * g->o * g->pixels, g->pixels, n > 0 ? 1.0f : 0.0f,
-               j->gwt + r0 * g->o, g->o);
+      dl_sgemm(false, true, r1 - r0, g->o, g->pixels, col, g->pixels, j->dy + n * g->o * g->pixels,
+               g->pixels, n > 0 ? 1.0f : 0.0f, j->gwt + r0 * g->o, g->o);
     }
   }
 }
 
 /* A half-rounded copy of src under autocast; src itself otherwise. */
-static dl_status amp_operand(int half, const dl_tensor *src, dl_tensor *copy,
-                             const float **out) {
+static dl_status amp_operand(int half, const dl_tensor *src, dl_tensor *copy, const float **out) {
   *out = dl_f32(src);
   if (!half) return DL_OK;
   DL_TRY(dl_tensor_clone(copy, src, "autocast operand"));
@@ -452,8 +445,8 @@ static void scratch_free(conv_scratch *s) {
   dl_tensor_free(&s->b);
 }
 
-static dl_status job_prepare(dl_layer *l, const dl_ctx *ctx, const conv_geom *g,
-                             const dl_tensor *x, conv_job *j, conv_scratch *s) {
+static dl_status job_prepare(dl_layer *l, const dl_ctx *ctx, const conv_geom *g, const dl_tensor *x,
+                             conv_job *j, conv_scratch *s) {
   memset(j, 0, sizeof *j);
   j->g = g;
   j->half = (int)ctx->autocast;
@@ -462,9 +455,16 @@ static dl_status job_prepare(dl_layer *l, const dl_ctx *ctx, const conv_geom *g,
   if (l->desc.bias) DL_TRY(amp_operand(j->half, &l->params[1].value, &s->b, &j->b));
   if (dl_backend_has_conv2d(ctx->backend)) {
     j->offload = ctx->backend;
-    j->shape = (dl_conv2d_shape){.n = g->n, .c = g->c, .h = g->h, .w = g->w, .o = g->o,
-                                 .k = g->k, .stride = g->stride, .pad = g->pad,
-                                 .oh = g->oh, .ow = g->ow};
+    j->shape = (dl_conv2d_shape){.n = g->n,
+                                 .c = g->c,
+                                 .h = g->h,
+                                 .w = g->w,
+                                 .o = g->o,
+                                 .k = g->k,
+                                 .stride = g->stride,
+                                 .pad = g->pad,
+                                 .oh = g->oh,
+                                 .ow = g->ow};
     /* The backend reads x itself: rounded on a copy under autocast. */
     return amp_operand(j->half, x, &s->x, &j->x);
   }
@@ -498,8 +498,7 @@ static dl_status offload_forward(conv_job *j) {
   return DL_OK;
 }
 
-static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                              dl_tensor *y) {
+static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   conv_geom g;
   DL_TRY(conv_geometry(l, x, &g));
   const int64_t shape[4] = {g.n, g.o, g.oh, g.ow};
@@ -509,10 +508,8 @@ static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
   dl_status st = job_prepare(l, ctx, &g, x, &j, &s);
   if (st == DL_OK) {
     j.y = dl_f32(y);
-    if (j.offload)
-      st = offload_forward(&j);
-    else
-      dl_parallel_for(j.nslots, 1, conv_forward_slots, &j);
+    if (j.offload) st = offload_forward(&j);
+    else dl_parallel_for(j.nslots, 1, conv_forward_slots, &j);
   }
   if (st != DL_OK) dl_tensor_free(y);
   scratch_free(&s);
@@ -572,10 +569,8 @@ static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
     dl_status st = DL_OK;
     if (i == 0 && j->offload)
       st = j->offload->conv2d_backward_filter(j->offload->impl, &j->shape, j->x, j->dy, gp);
-    else if (i == 0)
-      st = weight_grad(j, gp);
-    else
-      bias_grad(j, gp);
+    else if (i == 0) st = weight_grad(j, gp);
+    else bias_grad(j, gp);
     if (st == DL_OK) {
       dl_round_inplace(gp, p->grad.numel, j->half);
       if (scratch.data) dl_param_accumulate(p, gp);

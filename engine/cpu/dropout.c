@@ -21,8 +21,7 @@ static dl_status dropout_check(const dl_layer *l, const dl_tensor *x, const char
   char name[128], shape[96];
   float p = l->desc.p;
   if (!(p >= 0.0f && p <= 1.0f))
-    return dl_fail(DL_ERR_INVALID,
-                   "%s: dropout probability has to be between 0 and 1, but got %g",
+    return dl_fail(DL_ERR_INVALID, "%s: dropout probability has to be between 0 and 1, but got %g",
                    dl_layer_label(l, name, sizeof name), (double)p);
   if (x->dtype != DL_F32 || x->ndim < 1)
     return dl_fail(DL_ERR_INVALID, "%s: %s is %s; expected float32 [N, ...]",
@@ -32,9 +31,7 @@ static dl_status dropout_check(const dl_layer *l, const dl_tensor *x, const char
 }
 
 /* Identity in eval mode and for p = 0, as PyTorch. */
-static bool dropout_active(const dl_layer *l) {
-  return l->training && l->desc.p > 0.0f;
-}
+static bool dropout_active(const dl_layer *l) { return l->training && l->desc.p > 0.0f; }
 
 typedef struct dropout_job {
   const dl_layer *l;
@@ -78,16 +75,15 @@ static dl_status offload_masks(const dropout_job *j, int64_t rows) {
   if (!streams) return DL_ERR_NOMEM;
   for (int64_t r = 0; r < rows; r++) streams[r] = row_stream(j, r);
   const float keep_prob = 1.0f - j->l->desc.p;
-  dl_status s = b->dropout_mask(b->impl, streams, rows, j->features, keep_prob,
-                                1.0f / keep_prob, j->mask);
+  dl_status s = b->dropout_mask(b->impl, streams, rows, j->features, keep_prob, 1.0f / keep_prob,
+                                j->mask);
   dl_mem_free(streams);
   DL_TRY(s);
   for (int64_t i = 0; i < rows * j->features; i++) j->y[i] = j->x[i] * j->mask[i];
   return DL_OK;
 }
 
-static dl_status dropout_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                                 dl_tensor *y) {
+static dl_status dropout_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   char name[128];
   DL_TRY(dropout_check(l, x, "input"));
   dl_tensor_free(&l->saved[0]);
@@ -105,8 +101,13 @@ static dl_status dropout_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
       if (!keep) s = DL_ERR_NOMEM;
     }
     int64_t rows = x->shape[0];
-    dropout_job job = {.l = l, .ctx = ctx, .features = rows ? x->numel / rows : 0,
-                       .x = dl_f32(x), .y = dl_f32(y), .mask = dl_f32(&mask), .keep = keep};
+    dropout_job job = {.l = l,
+                       .ctx = ctx,
+                       .features = rows ? x->numel / rows : 0,
+                       .x = dl_f32(x),
+                       .y = dl_f32(y),
+                       .mask = dl_f32(&mask),
+                       .keep = keep};
     if (s == DL_OK && offload) s = offload_masks(&job, rows);
     else if (s == DL_OK) dl_parallel_for(rows, 1, dropout_rows, &job);
     dl_mem_free(keep);
@@ -115,10 +116,8 @@ static dl_status dropout_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
       dl_tensor_free(y);
       return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
     }
-    if (ctx->grad_enabled)
-      l->saved[0] = mask;
-    else
-      dl_tensor_free(&mask);
+    if (ctx->grad_enabled) l->saved[0] = mask;
+    else dl_tensor_free(&mask);
   }
   /* autocast runs dropout in the half dtype of its input */
   dl_round_inplace(dl_f32(y), y->numel, (int)ctx->autocast);
@@ -141,8 +140,7 @@ static dl_status dropout_backward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
                    "grad_enabled first",
                    dl_layer_label(l, name, sizeof name));
   if (!dx) return DL_OK;
-  dl_status s =
-      dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "dropout input gradient");
+  dl_status s = dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "dropout input gradient");
   if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   const float *g = dl_f32(dy), *mask = active ? dl_f32(&l->saved[0]) : NULL;
   float *out = dl_f32(dx);

@@ -27,9 +27,8 @@ static dl_status check_ids(const dl_layer *l, const dl_tensor *x) {
   for (int64_t i = 0; i < x->numel; i++) {
     if (ids[i] >= 0 && ids[i] < l->desc.in) continue;
     if (x->ndim == 2)
-      return dl_fail(DL_ERR_INVALID, "id %d at position [%lld, %lld] is outside [0, %lld)",
-                     ids[i], (long long)(i / cols), (long long)(i % cols),
-                     (long long)l->desc.in);
+      return dl_fail(DL_ERR_INVALID, "id %d at position [%lld, %lld] is outside [0, %lld)", ids[i],
+                     (long long)(i / cols), (long long)(i % cols), (long long)l->desc.in);
     return dl_fail(DL_ERR_INVALID, "id %d at position [%lld] is outside [0, %lld)", ids[i],
                    (long long)i, (long long)l->desc.in);
   }

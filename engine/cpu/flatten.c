@@ -6,8 +6,7 @@
 
 #include <string.h>
 
-static dl_status flatten_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                                 dl_tensor *y) {
+static dl_status flatten_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   (void)l;
   if (x->dtype != DL_F32 || x->ndim < 2) {
     char a[96];

@@ -37,9 +37,8 @@ static float initial_acc(float beta, float c) {
   return beta == 1.0f ? c : beta * c;
 }
 
-void dl_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-                  const float *A, int64_t lda, const float *B, int64_t ldb,
-                  float beta, float *C, int64_t ldc) {
+void dl_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                  int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       float acc = initial_acc(beta, C[i * ldc + j]);
@@ -56,8 +55,8 @@ void dl_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
 
 enum { PORTABLE_MR = 4, PORTABLE_NR = 8 };
 
-static void kernel_portable(int64_t kc, const float *ap, const float *bp, float *c,
-                            int64_t ldc, bool load_c) {
+static void kernel_portable(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+                            bool load_c) {
   float acc[PORTABLE_MR][PORTABLE_NR];
   for (int i = 0; i < PORTABLE_MR; i++)
     for (int j = 0; j < PORTABLE_NR; j++) acc[i][j] = load_c ? c[i * ldc + j] : 0.0f;
@@ -68,8 +67,8 @@ static void kernel_portable(int64_t kc, const float *ap, const float *bp, float 
     for (int j = 0; j < PORTABLE_NR; j++) c[i * ldc + j] = acc[i][j];
 }
 
-void dl_gemm_pack_a_generic(int mr, bool trans, const float *a, int64_t lda,
-                            int64_t m, int64_t kc, float *out) {
+void dl_gemm_pack_a_generic(int mr, bool trans, const float *a, int64_t lda, int64_t m, int64_t kc,
+                            float *out) {
   for (int64_t i0 = 0; i0 < m; i0 += mr, out += (int64_t)mr * kc) {
     int rows = m - i0 < mr ? (int)(m - i0) : mr;
     for (int i = rows; i < mr; i++)
@@ -86,8 +85,8 @@ void dl_gemm_pack_a_generic(int mr, bool trans, const float *a, int64_t lda,
   }
 }
 
-void dl_gemm_pack_b_generic(int nr, bool trans, const float *b, int64_t ldb,
-                            int64_t n, int64_t kc, float *out) {
+void dl_gemm_pack_b_generic(int nr, bool trans, const float *b, int64_t ldb, int64_t n, int64_t kc,
+                            float *out) {
   for (int64_t j0 = 0; j0 < n; j0 += nr, out += (int64_t)nr * kc) {
     int cols = n - j0 < nr ? (int)(n - j0) : nr;
     for (int j = cols; j < nr; j++)
@@ -104,19 +103,22 @@ void dl_gemm_pack_b_generic(int nr, bool trans, const float *b, int64_t ldb,
   }
 }
 
-static void pack_a_portable(bool trans, const float *a, int64_t lda, int64_t m,
-                            int64_t kc, float *out) {
+static void pack_a_portable(bool trans, const float *a, int64_t lda, int64_t m, int64_t kc,
+                            float *out) {
   dl_gemm_pack_a_generic(PORTABLE_MR, trans, a, lda, m, kc, out);
 }
 
-static void pack_b_portable(bool trans, const float *b, int64_t ldb, int64_t n,
-                            int64_t kc, float *out) {
+static void pack_b_portable(bool trans, const float *b, int64_t ldb, int64_t n, int64_t kc,
+                            float *out) {
   dl_gemm_pack_b_generic(PORTABLE_NR, trans, b, ldb, n, kc, out);
 }
 
 const dl_gemm_isa *dl_gemm_isa_portable(void) {
-  static const dl_gemm_isa isa = {.name = "portable", .mr = PORTABLE_MR, .nr = PORTABLE_NR,
-                                  .kernel = kernel_portable, .pack_a = pack_a_portable,
+  static const dl_gemm_isa isa = {.name = "portable",
+                                  .mr = PORTABLE_MR,
+                                  .nr = PORTABLE_NR,
+                                  .kernel = kernel_portable,
+                                  .pack_a = pack_a_portable,
                                   .pack_b = pack_b_portable};
   return &isa;
 }
@@ -175,9 +177,8 @@ typedef struct gemm_job {
 /* One kernel call on a sub-tile of rows x cols (<= mr x nr). A ragged
  * sub-tile goes through a full-size scratch tile, so that the kernel never
  * reads or writes outside C; the extra lanes only see padding zeros. */
-static void run_kernel(const dl_gemm_isa *isa, int64_t kc, const float *ap,
-                       const float *bp, float *c, int64_t ldc, int rows, int cols,
-                       bool load_c) {
+static void run_kernel(const dl_gemm_isa *isa, int64_t kc, const float *ap, const float *bp,
+                       float *c, int64_t ldc, int rows, int cols, bool load_c) {
   if (rows == isa->mr && cols == isa->nr) {
     isa->kernel(kc, ap, bp, c, ldc, load_c);
     return;
@@ -200,8 +201,8 @@ static const float *b_at(const gemm_job *g, int64_t k, int64_t j) {
 
 /* C[i0:i0+m, j0:j0+n] with packing buffers ap (tile_pm*mr*kc floats) and
  * bp (tile_pn*nr*kc floats). */
-static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, int64_t n,
-                         float *ap, float *bp) {
+static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, int64_t n, float *ap,
+                         float *bp) {
   const dl_gemm_isa *isa = g->isa;
   float *c = g->C + i0 * g->ldc + j0;
   if (g->beta != 0.0f && g->beta != 1.0f)
@@ -216,15 +217,15 @@ static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, i
       int cols = n - jr < isa->nr ? (int)(n - jr) : isa->nr;
       for (int64_t ir = 0; ir < m; ir += isa->mr) {
         int rows = m - ir < isa->mr ? (int)(m - ir) : isa->mr;
-        run_kernel(isa, kc, ap + ir * kc, bp + jr * kc, c + ir * g->ldc + jr, g->ldc, rows,
-                   cols, load_c);
+        run_kernel(isa, kc, ap + ir * kc, bp + jr * kc, c + ir * g->ldc + jr, g->ldc, rows, cols,
+                   load_c);
       }
     }
   }
 }
 
-static void tile_extent(int64_t t, int64_t tiles, int64_t panels, int64_t width,
-                        int64_t total, int64_t *start, int64_t *len) {
+static void tile_extent(int64_t t, int64_t tiles, int64_t panels, int64_t width, int64_t total,
+                        int64_t *start, int64_t *len) {
   int64_t p0 = t * panels / tiles, p1 = (t + 1) * panels / tiles;
   int64_t end = p1 * width < total ? p1 * width : total;
   *start = p0 * width;
@@ -244,11 +245,10 @@ static void compute_tiles(void *ctx, int64_t begin, int64_t end) {
     int64_t i0, m, j0, n;
     tile_extent(t % g->tiles_m, g->tiles_m, g->pm, g->isa->mr, g->M, &i0, &m);
     tile_extent(t / g->tiles_m, g->tiles_n, g->pn, g->isa->nr, g->N, &j0, &n);
-    if (buf)
-      compute_tile(g, i0, m, j0, n, buf + b_floats, buf);
+    if (buf) compute_tile(g, i0, m, j0, n, buf + b_floats, buf);
     else
-      dl_sgemm_ref(g->trans_a, g->trans_b, m, n, g->K, a_at(g, i0, 0), g->lda,
-                   b_at(g, 0, j0), g->ldb, g->beta, g->C + i0 * g->ldc + j0, g->ldc);
+      dl_sgemm_ref(g->trans_a, g->trans_b, m, n, g->K, a_at(g, i0, 0), g->lda, b_at(g, 0, j0),
+                   g->ldb, g->beta, g->C + i0 * g->ldc + j0, g->ldc);
   }
   free(buf);
 }
@@ -267,8 +267,7 @@ static void narrow_rows(void *ctx, int64_t begin, int64_t end) {
   const narrow_job *nj = ctx;
   const gemm_job *g = nj->g;
   g->isa->narrow(end - begin, g->N, g->K, a_at(g, begin, 0), g->trans_a ? 1 : g->lda,
-                 g->trans_a ? g->lda : 1, nj->b, nj->b_k, g->beta, g->C + begin * g->ldc,
-                 g->ldc);
+                 g->trans_a ? g->lda : 1, nj->b, nj->b_k, g->beta, g->C + begin * g->ldc, g->ldc);
 }
 
 /* A transposed B is copied into one panel (malloc'd scratch, like the
@@ -287,8 +286,7 @@ static bool run_narrow(const gemm_job *g, int threads) {
   const double fmas = (double)g->M * (double)g->N * (double)g->K;
   if (threads > 1 && fmas >= PARALLEL_MIN_FMAS)
     dl_parallel_for(g->M, NARROW_GRAIN, narrow_rows, &nj);
-  else
-    narrow_rows(&nj, 0, g->M);
+  else narrow_rows(&nj, 0, g->M);
   free(bt);
   return true;
 }
@@ -314,32 +312,38 @@ static void choose_tiles(gemm_job *g, int threads) {
     if (!can_m && !can_n) break;
     int64_t rows = ceil_div(g->pm, g->tiles_m) * isa->mr;
     int64_t cols = ceil_div(g->pn, g->tiles_n) * isa->nr;
-    if (can_m && (rows >= cols || !can_n))
-      g->tiles_m++;
-    else
-      g->tiles_n++;
+    if (can_m && (rows >= cols || !can_n)) g->tiles_m++;
+    else g->tiles_n++;
   }
   g->tile_pm = ceil_div(g->pm, g->tiles_m);
   g->tile_pn = ceil_div(g->pn, g->tiles_n);
 }
 
-void dl_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
-              const float *A, int64_t lda, const float *B, int64_t ldb,
-              float beta, float *C, int64_t ldc) {
+void dl_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
     dl_sgemm_ref(trans_a, trans_b, M, N, 0, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  gemm_job g = {.isa = isa_now(), .trans_a = trans_a, .trans_b = trans_b,
-                .M = M, .N = N, .K = K, .A = A, .B = B, .lda = lda, .ldb = ldb,
-                .beta = beta, .C = C, .ldc = ldc, .kc = K < KC ? K : KC};
+  gemm_job g = {.isa = isa_now(),
+                .trans_a = trans_a,
+                .trans_b = trans_b,
+                .M = M,
+                .N = N,
+                .K = K,
+                .A = A,
+                .B = B,
+                .lda = lda,
+                .ldb = ldb,
+                .beta = beta,
+                .C = C,
+                .ldc = ldc,
+                .kc = K < KC ? K : KC};
   int threads = dl_get_num_threads();
   if (N <= g.isa->narrow_nr && run_narrow(&g, threads)) return;
   choose_tiles(&g, threads);
   int64_t tiles = g.tiles_m * g.tiles_n;
-  if (tiles == 1)
-    compute_tiles(&g, 0, 1);
-  else
-    dl_parallel_for(tiles, 1, compute_tiles, &g);
+  if (tiles == 1) compute_tiles(&g, 0, 1);
+  else dl_parallel_for(tiles, 1, compute_tiles, &g);
 }

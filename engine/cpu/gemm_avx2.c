@@ -14,22 +14,24 @@ enum { MR = 6, NR = 16 };
 
 #define DL_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define DL_DECLARE(i) __m256 c##i##a, c##i##b;
-#define DL_ZERO(i) c##i##a = _mm256_setzero_ps(); c##i##b = _mm256_setzero_ps();
-#define DL_LOAD(i)                                                             \
-  c##i##a = _mm256_loadu_ps(c + (i) * ldc);                                    \
-  c##i##b = _mm256_loadu_ps(c + (i) * ldc + 8);
-#define DL_FMA(i)                                                              \
-  {                                                                            \
-    __m256 a = _mm256_broadcast_ss(ap + (i));                                  \
-    c##i##a = _mm256_fmadd_ps(a, b0, c##i##a);                                 \
-    c##i##b = _mm256_fmadd_ps(a, b1, c##i##b);                                 \
+#define DL_ZERO(i)               \
+  c##i##a = _mm256_setzero_ps(); \
+  c##i##b = _mm256_setzero_ps();
+#define DL_LOAD(i)                        \
+  c##i##a = _mm256_loadu_ps(c + (i)*ldc); \
+  c##i##b = _mm256_loadu_ps(c + (i)*ldc + 8);
+#define DL_FMA(i)                              \
+  {                                            \
+    __m256 a = _mm256_broadcast_ss(ap + (i));  \
+    c##i##a = _mm256_fmadd_ps(a, b0, c##i##a); \
+    c##i##b = _mm256_fmadd_ps(a, b1, c##i##b); \
   }
-#define DL_STORE(i)                                                            \
-  _mm256_storeu_ps(c + (i) * ldc, c##i##a);                                    \
-  _mm256_storeu_ps(c + (i) * ldc + 8, c##i##b);
+#define DL_STORE(i)                       \
+  _mm256_storeu_ps(c + (i)*ldc, c##i##a); \
+  _mm256_storeu_ps(c + (i)*ldc + 8, c##i##b);
 
-DL_AVX2 static void kernel_6x16(int64_t kc, const float *ap, const float *bp, float *c,
-                                int64_t ldc, bool load_c) {
+DL_AVX2 static void kernel_6x16(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+                                bool load_c) {
   DL_ROWS(DL_DECLARE)
   if (load_c) {
     DL_ROWS(DL_LOAD)
@@ -54,8 +56,12 @@ static void pack_b_avx2(bool trans, const float *b, int64_t ldb, int64_t n, int6
 }
 
 const dl_gemm_isa *dl_gemm_isa_avx2(void) {
-  static const dl_gemm_isa isa = {.name = "avx2", .mr = MR, .nr = NR, .kernel = kernel_6x16,
-                                  .pack_a = pack_a_avx2, .pack_b = pack_b_avx2};
+  static const dl_gemm_isa isa = {.name = "avx2",
+                                  .mr = MR,
+                                  .nr = NR,
+                                  .kernel = kernel_6x16,
+                                  .pack_a = pack_a_avx2,
+                                  .pack_b = pack_b_avx2};
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? &isa : 0;
 }

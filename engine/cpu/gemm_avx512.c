@@ -19,19 +19,21 @@ enum { MR = 8, NR = 32 };
 
 #define DL_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #define DL_DECLARE(i) __m512 c##i##a, c##i##b;
-#define DL_ZERO(i) c##i##a = _mm512_setzero_ps(); c##i##b = _mm512_setzero_ps();
-#define DL_LOAD(i)                                                             \
-  c##i##a = _mm512_loadu_ps(c + (i) * ldc);                                    \
-  c##i##b = _mm512_loadu_ps(c + (i) * ldc + 16);
-#define DL_FMA(i)                                                              \
-  {                                                                            \
-    __m512 a = _mm512_set1_ps(ap[i]);                                          \
-    c##i##a = _mm512_fmadd_ps(a, b0, c##i##a);                                 \
-    c##i##b = _mm512_fmadd_ps(a, b1, c##i##b);                                 \
+#define DL_ZERO(i)               \
+  c##i##a = _mm512_setzero_ps(); \
+  c##i##b = _mm512_setzero_ps();
+#define DL_LOAD(i)                        \
+  c##i##a = _mm512_loadu_ps(c + (i)*ldc); \
+  c##i##b = _mm512_loadu_ps(c + (i)*ldc + 16);
+#define DL_FMA(i)                              \
+  {                                            \
+    __m512 a = _mm512_set1_ps(ap[i]);          \
+    c##i##a = _mm512_fmadd_ps(a, b0, c##i##a); \
+    c##i##b = _mm512_fmadd_ps(a, b1, c##i##b); \
   }
-#define DL_STORE(i)                                                            \
-  _mm512_storeu_ps(c + (i) * ldc, c##i##a);                                    \
-  _mm512_storeu_ps(c + (i) * ldc + 16, c##i##b);
+#define DL_STORE(i)                       \
+  _mm512_storeu_ps(c + (i)*ldc, c##i##a); \
+  _mm512_storeu_ps(c + (i)*ldc + 16, c##i##b);
 
 DL_AVX512 static void kernel_8x32(int64_t kc, const float *ap, const float *bp, float *c,
                                   int64_t ldc, bool load_c) {
@@ -89,8 +91,7 @@ static __mmask16 first_lanes(int64_t n) {
 
 /* r[i] := the first kn floats of row i of a block whose row i starts at
  * src + i*ld; rows from `rows` on, and lanes from kn on, are zero. */
-DL_AVX512 static void load_block(const float *src, int64_t ld, int rows, int64_t kn,
-                                 __m512 r[16]) {
+DL_AVX512 static void load_block(const float *src, int64_t ld, int rows, int64_t kn, __m512 r[16]) {
   const __mmask16 load = first_lanes(kn);
 #pragma GCC unroll 16
   for (int i = 0; i < 16; i++)
@@ -110,8 +111,8 @@ DL_AVX512 static void transpose_block(const float *src, int64_t ld, int rows, in
 
 /* Two panels at a time: a 16-row block transposes to columns whose low
  * eight lanes belong to panel p and high eight to panel p + 1. */
-DL_AVX512 static void pack_a_avx512(bool trans, const float *a, int64_t lda, int64_t m,
-                                    int64_t kc, float *out) {
+DL_AVX512 static void pack_a_avx512(bool trans, const float *a, int64_t lda, int64_t m, int64_t kc,
+                                    float *out) {
   for (int64_t i0 = 0; i0 < m; i0 += 2 * MR, out += 2 * MR * kc) {
     const int rows = m - i0 < 2 * MR ? (int)(m - i0) : 2 * MR;
     float *second = rows > MR ? out + MR * kc : NULL;
@@ -136,8 +137,8 @@ DL_AVX512 static void pack_a_avx512(bool trans, const float *a, int64_t lda, int
   }
 }
 
-DL_AVX512 static void pack_b_avx512(bool trans, const float *b, int64_t ldb, int64_t n,
-                                    int64_t kc, float *out) {
+DL_AVX512 static void pack_b_avx512(bool trans, const float *b, int64_t ldb, int64_t n, int64_t kc,
+                                    float *out) {
   for (int64_t j0 = 0; j0 < n; j0 += NR, out += NR * kc) {
     int64_t cols = n - j0 < NR ? n - j0 : NR;
     __mmask16 lo = first_lanes(cols), hi = first_lanes(cols > 16 ? cols - 16 : 0);
@@ -171,8 +172,8 @@ enum { NARROW_NR = 16, NARROW_ROWS = 16 };
  * all of k: op(A) is broadcast straight from memory, one row per
  * accumulator, and one masked load of op(B) serves them all. */
 DL_AVX512 static inline __attribute__((always_inline)) void
-narrow_rows(const int rows, int64_t k, const float *a, int64_t a_row, int64_t a_k,
-            const float *b, int64_t b_k, __mmask16 lanes, float beta, float *c, int64_t ldc) {
+narrow_rows(const int rows, int64_t k, const float *a, int64_t a_row, int64_t a_k, const float *b,
+            int64_t b_k, __mmask16 lanes, float beta, float *c, int64_t ldc) {
   __m512 acc[NARROW_ROWS];
 #pragma GCC unroll 16
   for (int i = 0; i < rows; i++)
@@ -191,33 +192,43 @@ narrow_rows(const int rows, int64_t k, const float *a, int64_t a_row, int64_t a_
   for (int i = 0; i < rows; i++) _mm512_mask_storeu_ps(c + i * ldc, lanes, acc[i]);
 }
 
-#define DL_NARROW_CASE(R)                                                      \
-  case R:                                                                      \
-    narrow_rows(R, k, a, a_row, a_k, b, b_k, lanes, beta, c, ldc);             \
-    break;
+#define DL_NARROW_CASE(R) \
+  case R: narrow_rows(R, k, a, a_row, a_k, b, b_k, lanes, beta, c, ldc); break;
 
-DL_AVX512 static void narrow_block(int rows, int64_t k, const float *a, int64_t a_row,
-                                   int64_t a_k, const float *b, int64_t b_k, __mmask16 lanes,
-                                   float beta, float *c, int64_t ldc) {
+DL_AVX512 static void narrow_block(int rows, int64_t k, const float *a, int64_t a_row, int64_t a_k,
+                                   const float *b, int64_t b_k, __mmask16 lanes, float beta,
+                                   float *c, int64_t ldc) {
   switch (rows) {
-    DL_NARROW_CASE(1) DL_NARROW_CASE(2) DL_NARROW_CASE(3) DL_NARROW_CASE(4)
-    DL_NARROW_CASE(5) DL_NARROW_CASE(6) DL_NARROW_CASE(7) DL_NARROW_CASE(8)
-    DL_NARROW_CASE(9) DL_NARROW_CASE(10) DL_NARROW_CASE(11) DL_NARROW_CASE(12)
-    DL_NARROW_CASE(13) DL_NARROW_CASE(14) DL_NARROW_CASE(15) DL_NARROW_CASE(16)
+    DL_NARROW_CASE(1)
+    DL_NARROW_CASE(2)
+    DL_NARROW_CASE(3)
+    DL_NARROW_CASE(4)
+    DL_NARROW_CASE(5)
+    DL_NARROW_CASE(6)
+    DL_NARROW_CASE(7)
+    DL_NARROW_CASE(8)
+    DL_NARROW_CASE(9)
+    DL_NARROW_CASE(10)
+    DL_NARROW_CASE(11)
+    DL_NARROW_CASE(12)
+    DL_NARROW_CASE(13)
+    DL_NARROW_CASE(14)
+    DL_NARROW_CASE(15)
+    DL_NARROW_CASE(16)
   }
 }
 
 /* Rows in near-equal blocks of at most 16: fewer than eight accumulators
  * would wait on the FMA latency. */
-DL_AVX512 static void narrow_avx512(int64_t m, int64_t n, int64_t k, const float *a,
-                                    int64_t a_row, int64_t a_k, const float *b, int64_t b_k,
-                                    float beta, float *c, int64_t ldc) {
+DL_AVX512 static void narrow_avx512(int64_t m, int64_t n, int64_t k, const float *a, int64_t a_row,
+                                    int64_t a_k, const float *b, int64_t b_k, float beta, float *c,
+                                    int64_t ldc) {
   const __mmask16 lanes = first_lanes(n);
   const int64_t blocks = (m + NARROW_ROWS - 1) / NARROW_ROWS;
   for (int64_t blk = 0; blk < blocks; blk++) {
     const int64_t i0 = blk * m / blocks, i1 = (blk + 1) * m / blocks;
-    narrow_block((int)(i1 - i0), k, a + i0 * a_row, a_row, a_k, b, b_k, lanes, beta,
-                 c + i0 * ldc, ldc);
+    narrow_block((int)(i1 - i0), k, a + i0 * a_row, a_row, a_k, b, b_k, lanes, beta, c + i0 * ldc,
+                 ldc);
   }
 }
 
@@ -225,14 +236,18 @@ DL_AVX512 static void narrow_avx512(int64_t m, int64_t n, int64_t k, const float
 DL_AVX512 static void narrow_pack_bt_avx512(const float *b, int64_t ldb, int64_t n, int64_t kc,
                                             float *out) {
   for (int64_t k = 0; k < kc; k += 16)
-    transpose_block(b + k, ldb, (int)n, kc - k < 16 ? kc - k : 16, out + k * NARROW_NR,
-                    NARROW_NR, (__mmask16)0xFFFF);
+    transpose_block(b + k, ldb, (int)n, kc - k < 16 ? kc - k : 16, out + k * NARROW_NR, NARROW_NR,
+                    (__mmask16)0xFFFF);
 }
 
 const dl_gemm_isa *dl_gemm_isa_avx512(void) {
-  static const dl_gemm_isa isa = {.name = "avx512", .mr = MR, .nr = NR,
-                                  .kernel = kernel_8x32, .pack_a = pack_a_avx512,
-                                  .pack_b = pack_b_avx512, .narrow_nr = NARROW_NR,
+  static const dl_gemm_isa isa = {.name = "avx512",
+                                  .mr = MR,
+                                  .nr = NR,
+                                  .kernel = kernel_8x32,
+                                  .pack_a = pack_a_avx512,
+                                  .pack_b = pack_b_avx512,
+                                  .narrow_nr = NARROW_NR,
                                   .narrow_pack_bt = narrow_pack_bt_avx512,
                                   .narrow = narrow_avx512};
   __builtin_cpu_init();

@@ -22,21 +22,21 @@
 
 /* `a` points at op(A)[0][0] of the block: A + i0*lda + k0, or A + k0*lda + i0
  * when trans; likewise `b` at op(B)[0][0]. */
-typedef void (*dl_gemm_pack_a_fn)(bool trans, const float *a, int64_t lda,
-                                  int64_t m, int64_t kc, float *out);
-typedef void (*dl_gemm_pack_b_fn)(bool trans, const float *b, int64_t ldb,
-                                  int64_t n, int64_t kc, float *out);
-typedef void (*dl_gemm_kernel_fn)(int64_t kc, const float *ap, const float *bp,
-                                  float *c, int64_t ldc, bool load_c);
+typedef void (*dl_gemm_pack_a_fn)(bool trans, const float *a, int64_t lda, int64_t m, int64_t kc,
+                                  float *out);
+typedef void (*dl_gemm_pack_b_fn)(bool trans, const float *b, int64_t ldb, int64_t n, int64_t kc,
+                                  float *out);
+typedef void (*dl_gemm_kernel_fn)(int64_t kc, const float *ap, const float *bp, float *c,
+                                  int64_t ldc, bool load_c);
 
 /* Rows [0, m) of C (ldc) for a product with n <= narrow_nr columns: each
  * element starts from beta * C (beta 0: +0; 1: C) and takes one fused
  * multiply-add per k in increasing k, as the kernel does. op(A)[i][k] is
  * a[i * a_row + k * a_k], read in place; op(B)[k][j] is b[k * b_k + j],
  * columns past n ignored. */
-typedef void (*dl_gemm_narrow_fn)(int64_t m, int64_t n, int64_t k, const float *a,
-                                  int64_t a_row, int64_t a_k, const float *b, int64_t b_k,
-                                  float beta, float *c, int64_t ldc);
+typedef void (*dl_gemm_narrow_fn)(int64_t m, int64_t n, int64_t k, const float *a, int64_t a_row,
+                                  int64_t a_k, const float *b, int64_t b_k, float beta, float *c,
+                                  int64_t ldc);
 
 /* B^T into one panel for the narrow path: B holds n rows of kc (ldb), and
  * out[k * narrow_nr + j] = B[j][k], lanes past n zero. */
@@ -65,9 +65,9 @@ const dl_gemm_isa *dl_gemm_isa_avx2(void);
 const dl_gemm_isa *dl_gemm_isa_avx512(void);
 
 /* Portable packing, also used by the SIMD ISAs for ragged edges. */
-void dl_gemm_pack_a_generic(int mr, bool trans, const float *a, int64_t lda,
-                            int64_t m, int64_t kc, float *out);
-void dl_gemm_pack_b_generic(int nr, bool trans, const float *b, int64_t ldb,
-                            int64_t n, int64_t kc, float *out);
+void dl_gemm_pack_a_generic(int mr, bool trans, const float *a, int64_t lda, int64_t m, int64_t kc,
+                            float *out);
+void dl_gemm_pack_b_generic(int nr, bool trans, const float *b, int64_t ldb, int64_t n, int64_t kc,
+                            float *out);
 
 #endif

@@ -35,8 +35,7 @@ static void gap_spread_planes(void *ctx, int64_t begin, int64_t end) {
 /* Enough planes per chunk that a thread gets ~16k elements of work. */
 static int64_t grain_for(int64_t plane) { return plane >= 16384 ? 1 : 16384 / (plane + 1) + 1; }
 
-static dl_status gap_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                             dl_tensor *y) {
+static dl_status gap_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   (void)l;
   if (x->dtype != DL_F32 || x->ndim != 4 || x->shape[2] * x->shape[3] == 0) {
     char a[96];

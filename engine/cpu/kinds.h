@@ -15,9 +15,9 @@
 /* Every ops table, init and check function the registry (layer_kinds.h)
  * names; a kind shared by two entries (batchnorm1d and 2d) is declared
  * twice, which C allows. */
-#define DL_DECLARE_KIND(id, name, ops, init, check, keys)                 \
-  extern const dl_layer_ops ops;                                          \
-  dl_status init(dl_layer *l, uint64_t seed);                             \
+#define DL_DECLARE_KIND(id, name, ops, init, check, keys) \
+  extern const dl_layer_ops ops;                          \
+  dl_status init(dl_layer *l, uint64_t seed);             \
   dl_status check(const char *label, const dl_layer_desc *d);
 DL_LAYER_KINDS(DL_DECLARE_KIND)
 #undef DL_DECLARE_KIND
@@ -32,10 +32,9 @@ dl_status dl_layer_check_norm(const char *label, const dl_layer_desc *d, bool ha
 
 /* Creates l->params[l->nparams++] named prefix+suffix, shaped as given,
  * requires_grad and in_optimizer on; grad allocated alongside. */
-dl_status dl_layer_add_param(dl_layer *l, const char *suffix, int ndim,
-                             const int64_t *shape);
-dl_status dl_layer_add_buffer(dl_layer *l, const char *suffix, dl_dtype dt,
-                              int ndim, const int64_t *shape);
+dl_status dl_layer_add_param(dl_layer *l, const char *suffix, int ndim, const int64_t *shape);
+dl_status dl_layer_add_buffer(dl_layer *l, const char *suffix, dl_dtype dt, int ndim,
+                              const int64_t *shape);
 
 /* The stream that initialises parameter p: (seed, "init/" + p's name). */
 dl_stream dl_param_init_stream(const dl_param *p, uint64_t seed);

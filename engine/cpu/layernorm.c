@@ -73,8 +73,7 @@ static void ln_forward_range(void *p, int64_t begin, int64_t end) {
 
 static int64_t ln_grain(int64_t dim) { return dim >= 8192 ? 1 : 8192 / dim; }
 
-static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                            dl_tensor *y) {
+static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   char name[128];
   int64_t rows = 0;
   DL_TRY(ln_rows_of(l, x, "input", &rows));
@@ -90,10 +89,13 @@ static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
     return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   }
   bool affine = l->desc.affine;
-  ln_fwd_job job = {.dim = l->desc.out, .x = dl_f32(x),
+  ln_fwd_job job = {.dim = l->desc.out,
+                    .x = dl_f32(x),
                     .w = affine ? dl_f32(&l->params[0].value) : NULL,
                     .b = affine ? dl_f32(&l->params[1].value) : NULL,
-                    .y = dl_f32(y), .mean = dl_f32(&mean), .rstd = dl_f32(&rstd),
+                    .y = dl_f32(y),
+                    .mean = dl_f32(&mean),
+                    .rstd = dl_f32(&rstd),
                     .eps = l->desc.eps};
   dl_parallel_for(rows, ln_grain(job.dim), ln_forward_range, &job);
   dl_layer_keep_saved(l, ctx, &mean, &rstd);
@@ -150,8 +152,8 @@ static void ln_dwdb_range(void *p, int64_t begin, int64_t end) {
   }
 }
 
-static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                             const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
+static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, const dl_tensor *y,
+                             const dl_tensor *dy, dl_tensor *dx) {
   (void)ctx;
   (void)y;
   char name[128];
@@ -181,10 +183,15 @@ static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
       return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
     }
   }
-  ln_bwd_job job = {.dim = dim, .rows = rows, .x = dl_f32(x), .dy = dl_f32(dy),
+  ln_bwd_job job = {.dim = dim,
+                    .rows = rows,
+                    .x = dl_f32(x),
+                    .dy = dl_f32(dy),
                     .w = l->desc.affine ? dl_f32(&l->params[0].value) : NULL,
-                    .mean = dl_f32(&l->saved[0]), .rstd = dl_f32(&l->saved[1]),
-                    .dx = dx ? dl_f32(dx) : NULL, .dw = want_w ? grads : NULL,
+                    .mean = dl_f32(&l->saved[0]),
+                    .rstd = dl_f32(&l->saved[1]),
+                    .dx = dx ? dl_f32(dx) : NULL,
+                    .dw = want_w ? grads : NULL,
                     .db = want_b ? grads + dim : NULL};
   if (dx) dl_parallel_for(rows, ln_grain(dim), ln_dx_range, &job);
   if (grads) {

@@ -28,13 +28,11 @@ dl_status dl_linear_init(dl_layer *l, uint64_t seed) {
 }
 
 static dl_status check_input(const dl_layer *l, const dl_tensor *x) {
-  if (x->dtype == DL_F32 && x->ndim >= 1 && x->shape[x->ndim - 1] == l->desc.in)
-    return DL_OK;
+  if (x->dtype == DL_F32 && x->ndim >= 1 && x->shape[x->ndim - 1] == l->desc.in) return DL_OK;
   char a[96];
   return dl_fail(DL_ERR_INVALID,
                  "input %s does not match in_features %lld: expected [..., %lld] float32",
-                 dl_tensor_describe(x, a, sizeof a), (long long)l->desc.in,
-                 (long long)l->desc.in);
+                 dl_tensor_describe(x, a, sizeof a), (long long)l->desc.in, (long long)l->desc.in);
 }
 
 /* A half-rounded copy of src under autocast; src itself otherwise. */
@@ -48,8 +46,7 @@ static dl_status amp_operand(const dl_ctx *ctx, const dl_tensor *src, dl_tensor 
   return DL_OK;
 }
 
-static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                                dl_tensor *y) {
+static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   DL_TRY(check_input(l, x));
   const int64_t in = l->desc.in, out = l->desc.out, rows = x->numel / in;
   int64_t shape[DL_MAX_DIMS];
@@ -72,8 +69,7 @@ static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor 
       for (int64_t r = 1; r < rows; r++) memcpy(yp + r * out, yp, (size_t)out * sizeof *yp);
       beta = 1.0f;
     }
-    s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, xp, in, wp, in, beta, yp,
-                         out);
+    s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, xp, in, wp, in, beta, yp, out);
     dl_round_inplace(yp, y->numel, (int)ctx->autocast);
   }
   dl_tensor_free(&xh);
@@ -102,14 +98,14 @@ static void finish_grad(const dl_ctx *ctx, dl_param *p, dl_tensor *scratch, floa
 }
 
 /* dW = dy^T x over all rows (one GEMM, rows in order). */
-static dl_status weight_grad(const dl_ctx *ctx, dl_param *w, const float *dyp,
-                             const float *xp, int64_t rows, int64_t out, int64_t in) {
+static dl_status weight_grad(const dl_ctx *ctx, dl_param *w, const float *dyp, const float *xp,
+                             int64_t rows, int64_t out, int64_t in) {
   if (!w->requires_grad) return DL_OK;
   dl_tensor scratch = {0};
   float *g;
   DL_TRY(grad_target(w, &scratch, &g));
-  dl_status s = dl_backend_sgemm(ctx->backend, true, false, out, in, rows, dyp, out, xp, in,
-                                 0.0f, g, in);
+  dl_status s = dl_backend_sgemm(ctx->backend, true, false, out, in, rows, dyp, out, xp, in, 0.0f,
+                                 g, in);
   if (s != DL_OK) {
     dl_tensor_free(&scratch);
     return s;
@@ -119,8 +115,8 @@ static dl_status weight_grad(const dl_ctx *ctx, dl_param *w, const float *dyp,
 }
 
 /* db = sum of dy over rows, in row order. */
-static dl_status bias_grad(const dl_ctx *ctx, dl_param *b, const float *dyp,
-                           int64_t rows, int64_t out) {
+static dl_status bias_grad(const dl_ctx *ctx, dl_param *b, const float *dyp, int64_t rows,
+                           int64_t out) {
   if (!b->requires_grad) return DL_OK;
   dl_tensor scratch = {0};
   float *g;

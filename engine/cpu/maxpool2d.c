@@ -27,8 +27,8 @@ typedef struct pool_job {
 
 /* One window, clipped to the plane: PyTorch's rule, v > best || isnan(v),
  * first maximum wins. */
-static inline float pool_window_nan(const float *x, int64_t w, int64_t h0, int64_t h1,
-                                    int64_t w0, int64_t w1, int32_t *at) {
+static inline float pool_window_nan(const float *x, int64_t w, int64_t h0, int64_t h1, int64_t w0,
+                                    int64_t w1, int32_t *at) {
   float best = -INFINITY;
   int32_t where = (int32_t)(h0 * w + w0);
   for (int64_t h = h0; h < h1; h++) {
@@ -48,8 +48,8 @@ static inline float pool_window_nan(const float *x, int64_t w, int64_t h0, int64
  * select on locals the compiler makes branch-free (comparisons of random
  * data defeat the branch predictor). *nan records whether a NaN was seen,
  * so the caller can redo the plane with the exact rule. */
-static inline float pool_window(const float *x, int64_t w, int64_t h0, int64_t h1,
-                                int64_t w0, int64_t w1, int32_t *at, int *nan) {
+static inline float pool_window(const float *x, int64_t w, int64_t h0, int64_t h1, int64_t w0,
+                                int64_t w1, int32_t *at, int *nan) {
   float best = -INFINITY;
   int32_t where = (int32_t)(h0 * w + w0);
   int seen = 0;
@@ -96,8 +96,8 @@ static int pool_plane(const pool_job *j, int64_t p, bool exact) {
  * in window order. Selects, not branches: comparisons of random data
  * defeat the branch predictor. *nan records a NaN (or inf - inf), as
  * pool_window does. Returns the flat argmax; *y the maximum. */
-static inline int32_t pool_2x2(const float *r0, const float *r1, int32_t at, int32_t w,
-                               float *y, int *nan) {
+static inline int32_t pool_2x2(const float *r0, const float *r1, int32_t at, int32_t w, float *y,
+                               int *nan) {
   const float a = r0[0], b = r0[1], d = r1[0], e = r1[1];
   const int top_right = b > a, bottom_right = e > d;
   const float top = top_right ? b : a, bottom = bottom_right ? e : d;
@@ -145,8 +145,8 @@ static int64_t pool_row_2x2_stride2(const float *r0, const float *r1, int32_t at
     if (argmax) {
       const __m128i left = _mm_add_epi32(_mm_set1_epi32(at + 2 * (int32_t)o), step);
       const __m128i top_at = _mm_sub_epi32(left, _mm_castps_si128(top_right));
-      const __m128i bottom_at =
-          _mm_sub_epi32(_mm_add_epi32(left, below), _mm_castps_si128(bottom_right));
+      const __m128i bottom_at = _mm_sub_epi32(_mm_add_epi32(left, below),
+                                              _mm_castps_si128(bottom_right));
       _mm_storeu_si128((__m128i *)(argmax + o),
                        select_epi32(_mm_castps_si128(take_bottom), bottom_at, top_at));
     }
@@ -173,9 +173,9 @@ static int pool_plane_2x2(const pool_job *j, int64_t p) {
     const int32_t row_at = (int32_t)(oh * stride * W);
     float *yrow = y + oh * OW;
     int32_t *arow = argmax ? argmax + oh * OW : NULL;
-    int64_t ow = stride == 2 ? pool_row_2x2_stride2(r0, r1, row_at, (int32_t)W, yrow, arow,
-                                                    OW, &nan)
-                             : 0;
+    int64_t ow = stride == 2
+                     ? pool_row_2x2_stride2(r0, r1, row_at, (int32_t)W, yrow, arow, OW, &nan)
+                     : 0;
     for (; ow < OW; ow++) {
       const int64_t c = ow * stride;
       const int32_t at = pool_2x2(r0 + c, r1 + c, row_at + (int32_t)c, (int32_t)W, &yrow[ow], &nan);
@@ -235,8 +235,7 @@ static int64_t pool_grain(const pool_geom *g) {
   return work >= 16384 ? 1 : 16384 / (work + 1) + 1;
 }
 
-static dl_status maxpool_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                                 dl_tensor *y) {
+static dl_status maxpool_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   pool_job j = {0};
   DL_TRY(pool_geometry(l, x, &j.g));
   const int64_t shape[4] = {x->shape[0], x->shape[1], j.g.oh, j.g.ow};
@@ -278,8 +277,8 @@ dl_status dl_maxpool2d_check(const char *label, const dl_layer_desc *d) {
   DL_TRY(dl_layer_check_window(label, d, 0));
   if (d->padding > d->kernel / 2)
     return dl_fail(DL_ERR_INVALID,
-                   "%s: padding %d exceeds half the kernel size %d (PyTorch refuses it)",
-                   label, d->padding, d->kernel);
+                   "%s: padding %d exceeds half the kernel size %d (PyTorch refuses it)", label,
+                   d->padding, d->kernel);
   return DL_OK;
 }
 

@@ -74,7 +74,8 @@ static dl_status posembed_backward(dl_layer *l, const dl_ctx *ctx, const dl_tens
   dl_tensor scratch = {0};
   dl_status s = DL_OK;
   if (w->requires_grad) s = dl_tensor_alloc(&scratch, DL_F32, 2, w->grad.shape, w->name);
-  if (s == DL_OK && dx) s = dl_tensor_alloc_uninit(dx, DL_F32, 3, x->shape, "posembed input gradient");
+  if (s == DL_OK && dx)
+    s = dl_tensor_alloc_uninit(dx, DL_F32, 3, x->shape, "posembed input gradient");
   if (s != DL_OK) {
     dl_tensor_free(&scratch);
     return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));

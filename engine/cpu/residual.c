@@ -58,8 +58,8 @@ dl_status dl_residual_init(dl_layer *l, uint64_t seed) {
   char prefix[DL_NAME_MAX];
   int n = snprintf(prefix, sizeof prefix, "%sbody.", l->prefix);
   if (n < 0 || (size_t)n >= sizeof prefix)
-    return dl_fail(DL_ERR_INVALID, "residual %s: body name prefix is longer than %d",
-                   l->prefix, DL_NAME_MAX - 1);
+    return dl_fail(DL_ERR_INVALID, "residual %s: body name prefix is longer than %d", l->prefix,
+                   DL_NAME_MAX - 1);
   l->body = dl_mem_alloc(sizeof *l->body, "residual body");
   if (!l->body) return DL_ERR_NOMEM;
   uint64_t next = l->rng_id + 1;

@@ -129,8 +129,10 @@ static dl_status check_dim(const char *name, int64_t v) {
 static dl_status check_ld(const char *name, int64_t ld, int64_t row_length) {
   int64_t least = row_length > 1 ? row_length : 1;
   if (ld < least || ld > INT_MAX)
-    return dl_fail(DL_ERR_INVALID, "%s = %lld must be at least %lld (the stored row length) "
-                   "and at most %d", name, (long long)ld, (long long)least, INT_MAX);
+    return dl_fail(DL_ERR_INVALID,
+                   "%s = %lld must be at least %lld (the stored row length) "
+                   "and at most %d",
+                   name, (long long)ld, (long long)least, INT_MAX);
   return DL_OK;
 }
 
@@ -181,10 +183,8 @@ static dl_status sgemm_run(cuda_backend *cb, const sgemm_args *a) {
   DL_TRY(upload(cb, &cb->in2, a->B, b_bytes, "sgemm B"));
   /* beta 0: cuBLAS does not read C (NaN there cannot leak), so C is not
    * uploaded; the download below then writes only the M x N elements. */
-  if (a->beta != 0.0f)
-    DL_TRY(upload(cb, &cb->out, a->C, c_bytes, "sgemm C"));
-  else
-    DL_TRY(buf_reserve(cb, &cb->out, c_bytes, "sgemm C"));
+  if (a->beta != 0.0f) DL_TRY(upload(cb, &cb->out, a->C, c_bytes, "sgemm C"));
+  else DL_TRY(buf_reserve(cb, &cb->out, c_bytes, "sgemm C"));
   float *dC = cb->out.p;
   DL_TRY(dl_cuda_sgemm(cb->ctx, a->trans_a, a->trans_b, a->M, a->N, a->K, cb->in1.p, a->lda,
                        cb->in2.p, a->ldb, a->beta, dC, a->ldc));
@@ -193,15 +193,15 @@ static dl_status sgemm_run(cuda_backend *cb, const sgemm_args *a) {
   /* Rows with gaps: the host's elements between rows are not C's and must
    * stay as they are. */
   const size_t pitch = (size_t)a->ldc * sizeof(float);
-  DL_CUDA_TRY(cudaMemcpy2DAsync(a->C, pitch, dC, pitch, (size_t)a->N * sizeof(float),
-                                (size_t)a->M, cudaMemcpyDeviceToHost, cb->ctx->stream));
+  DL_CUDA_TRY(cudaMemcpy2DAsync(a->C, pitch, dC, pitch, (size_t)a->N * sizeof(float), (size_t)a->M,
+                                cudaMemcpyDeviceToHost, cb->ctx->stream));
   DL_CUDA_TRY(cudaStreamSynchronize(cb->ctx->stream));
   return DL_OK;
 }
 
-static dl_status cb_sgemm(void *impl, bool trans_a, bool trans_b, int64_t M, int64_t N,
-                          int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                          float beta, float *C, int64_t ldc) {
+static dl_status cb_sgemm(void *impl, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                          float *C, int64_t ldc) {
   cuda_backend *cb = impl;
   sgemm_args a = {trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc};
   dl_status s = sgemm_run(cb, &a);
@@ -218,9 +218,10 @@ static dl_status cb_sgemm(void *impl, bool trans_a, bool trans_b, int64_t M, int
 static dl_status optim_run(cuda_backend *cb, const dl_optim_coeffs *c, int64_t n, float *w,
                            const float *g, float *buf0, float *buf1) {
   if (n < 0 || !w || !g || (!buf0 && (c->adam || c->use_mom)) || (!buf1 && c->adam))
-    return dl_fail(DL_ERR_INVALID, "%lld elements, a missing array (w %p, g %p, buffers %p, "
-                   "%p)", (long long)n, (void *)w, (const void *)g, (void *)buf0,
-                   (void *)buf1);
+    return dl_fail(DL_ERR_INVALID,
+                   "%lld elements, a missing array (w %p, g %p, buffers %p, "
+                   "%p)",
+                   (long long)n, (void *)w, (const void *)g, (void *)buf0, (void *)buf1);
   if (n == 0) return DL_OK;
   DL_TRY(dl_cuda_enter(cb->ctx, "cuda backend optimizer step"));
   const size_t bytes = (size_t)n * sizeof(float);
@@ -256,8 +257,10 @@ static dl_status cb_dropout_mask(void *impl, const dl_stream *streams, int64_t r
   cuda_backend *cb = impl;
   if (rows < 0 || features < 0 || (features > 0 && rows > INT64_MAX / features) ||
       (rows * features > 0 && (!streams || !mask)))
-    return dl_fail(DL_ERR_INVALID, "cuda dropout mask [%lld, %lld]: bad shape or a missing "
-                   "array", (long long)rows, (long long)features);
+    return dl_fail(DL_ERR_INVALID,
+                   "cuda dropout mask [%lld, %lld]: bad shape or a missing "
+                   "array",
+                   (long long)rows, (long long)features);
   if (rows * features == 0) return DL_OK;
   DL_TRY(dl_cuda_enter(cb->ctx, "cuda backend dropout mask"));
   const size_t bytes = (size_t)(rows * features) * sizeof(float);
@@ -265,8 +268,7 @@ static dl_status cb_dropout_mask(void *impl, const dl_stream *streams, int64_t r
   DL_TRY(dl_cuda_upload_bytes(cb->ctx, cb->in1.p, streams, (size_t)rows * sizeof *streams,
                               "dropout streams"));
   DL_TRY(buf_reserve(cb, &cb->out, bytes, "dropout mask"));
-  DL_TRY(dl_cuda_dropout_mask(cb->ctx, cb->in1.p, rows, features, keep_prob, scale,
-                              cb->out.p));
+  DL_TRY(dl_cuda_dropout_mask(cb->ctx, cb->in1.p, rows, features, keep_prob, scale, cb->out.p));
   return dl_cuda_download_bytes(cb->ctx, mask, cb->out.p, bytes, "dropout mask");
 }
 
@@ -275,12 +277,15 @@ static dl_status cb_dropout_mask(void *impl, const dl_stream *streams, int64_t r
 #ifdef DL_CUDA_HAVE_CUDNN
 
 static const char *algo_name(conv_op op, int algo) {
-  static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                                     "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-  static const char *const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
-                                      "WINOGRAD_NONFUSED"};
-  static const char *const filter[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
-                                        "WINOGRAD_NONFUSED", "FFT_TILING"};
+  static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM",
+                                    "GEMM",          "DIRECT",
+                                    "FFT",           "FFT_TILING",
+                                    "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  static const char *const data[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                     "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  static const char *const filter[] = {"ALGO_0",    "ALGO_1",   "FFT",
+                                       "ALGO_3",    "WINOGRAD", "WINOGRAD_NONFUSED",
+                                       "FFT_TILING"};
   const char *const *names = op == OP_FWD ? fwd : op == OP_BWD_DATA ? data : filter;
   int count = op == OP_FWD ? 8 : op == OP_BWD_DATA ? 6 : 7;
   return algo >= 0 && algo < count ? names[algo] : "UNKNOWN";
@@ -336,16 +341,18 @@ static dl_status plan_build(cuda_backend *cb, conv_plan *p, const dl_conv2d_shap
                                           (int)g->c, (int)g->h, (int)g->w));
   DL_CUDNN_TRY(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)g->o,
                                           (int)g->c, (int)g->k, (int)g->k));
-  DL_CUDNN_TRY(cudnnSetConvolution2dDescriptor(p->conv, (int)g->pad, (int)g->pad,
-                                               (int)g->stride, (int)g->stride, 1, 1,
-                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  DL_CUDNN_TRY(cudnnSetConvolution2dDescriptor(p->conv, (int)g->pad, (int)g->pad, (int)g->stride,
+                                               (int)g->stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                               CUDNN_DATA_FLOAT));
   DL_CUDNN_TRY(cudnnSetConvolutionMathType(p->conv, base_math(cb)));
   int n = 0, o = 0, oh = 0, ow = 0;
   DL_CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &n, &o, &oh, &ow));
   if (n != g->n || o != g->o || oh != g->oh || ow != g->ow)
-    return dl_fail(DL_ERR_INVALID, "cuDNN computes the output as [%d,%d,%d,%d], the layer "
-                   "expects [%lld,%lld,%lld,%lld]", n, o, oh, ow, (long long)g->n,
-                   (long long)g->o, (long long)g->oh, (long long)g->ow);
+    return dl_fail(DL_ERR_INVALID,
+                   "cuDNN computes the output as [%d,%d,%d,%d], the layer "
+                   "expects [%lld,%lld,%lld,%lld]",
+                   n, o, oh, ow, (long long)g->n, (long long)g->o, (long long)g->oh,
+                   (long long)g->ow);
   DL_CUDNN_TRY(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)g->n,
                                           (int)g->o, (int)g->oh, (int)g->ow));
   return DL_OK;
@@ -385,10 +392,11 @@ typedef struct algo_perf {
   cudnnMathType_t math;
 } algo_perf;
 
-#define COPY_PERF(dst, src, count)                                                             \
-  for (int i_ = 0; i_ < (count); i_++)                                                         \
-  (dst)[i_] = (algo_perf){(int)(src)[i_].algo, (src)[i_].status, (src)[i_].memory,             \
-                          (src)[i_].determinism, (src)[i_].mathType}
+#define COPY_PERF(dst, src, count)                                                    \
+  for (int i_ = 0; i_ < (count); i_++) (dst)[i_] = (algo_perf) {                      \
+      (int)(src)[i_].algo, (src)[i_].status, (src)[i_].memory, (src)[i_].determinism, \
+          (src)[i_].mathType                                                          \
+    }
 
 /* How many ranking entries to ask for: cuDNN's count, within 1..MAX_ALGOS. */
 static int ranking_size(int max) { return max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max; }
@@ -403,22 +411,22 @@ static dl_status rank_algos(cuda_backend *cb, conv_plan *p, conv_op op, algo_per
     cudnnConvolutionFwdAlgoPerf_t r[MAX_ALGOS];
     DL_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithmMaxCount(cb->cudnn, &max));
     max = ranking_size(max);
-    DL_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(cb->cudnn, p->x, p->w, p->conv, p->y,
-                                                        max, count, r));
+    DL_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(cb->cudnn, p->x, p->w, p->conv, p->y, max,
+                                                        count, r));
     COPY_PERF(perf, r, *count);
   } else if (op == OP_BWD_DATA) {
     cudnnConvolutionBwdDataAlgoPerf_t r[MAX_ALGOS];
     DL_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cb->cudnn, &max));
     max = ranking_size(max);
-    DL_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(cb->cudnn, p->w, p->y, p->conv,
-                                                             p->x, max, count, r));
+    DL_CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(cb->cudnn, p->w, p->y, p->conv, p->x,
+                                                             max, count, r));
     COPY_PERF(perf, r, *count);
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t r[MAX_ALGOS];
     DL_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cb->cudnn, &max));
     max = ranking_size(max);
-    DL_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cb->cudnn, p->x, p->y, p->conv,
-                                                               p->w, max, count, r));
+    DL_CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(cb->cudnn, p->x, p->y, p->conv, p->w,
+                                                               max, count, r));
     COPY_PERF(perf, r, *count);
   }
   if (*count < 0 || *count > max) *count = 0;
@@ -437,11 +445,12 @@ static cudnnStatus_t workspace_of(cuda_backend *cb, conv_plan *p, conv_op op, in
     return cudnnGetConvolutionForwardWorkspaceSize(cb->cudnn, p->x, p->w, p->conv, p->y,
                                                    (cudnnConvolutionFwdAlgo_t)algo, bytes);
   case OP_BWD_DATA:
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(
-        cb->cudnn, p->w, p->y, p->conv, p->x, (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(cb->cudnn, p->w, p->y, p->conv, p->x,
+                                                        (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
   default:
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-        cb->cudnn, p->x, p->y, p->conv, p->w, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(cb->cudnn, p->x, p->y, p->conv, p->w,
+                                                          (cudnnConvolutionBwdFilterAlgo_t)algo,
+                                                          bytes);
   }
 }
 
@@ -491,17 +500,19 @@ static dl_status choose_algo(cuda_backend *cb, conv_plan *p, conv_op op) {
     if (e->algo >= 0 && e->algo < MAX_ALGOS) cb->seen[op][e->algo] |= det ? 2 : 1;
     return DL_OK;
   }
-  return dl_fail(DL_ERR_UNSUPPORTED, "cuDNN ranks no %salgorithm that can run with at most "
-                 "%zu MiB of workspace; its ranking: %s", want_det ? "deterministic " : "",
-                 DL_CUDA_CONV_WORKSPACE_LIMIT >> 20, count ? seen : "empty");
+  return dl_fail(DL_ERR_UNSUPPORTED,
+                 "cuDNN ranks no %salgorithm that can run with at most "
+                 "%zu MiB of workspace; its ranking: %s",
+                 want_det ? "deterministic " : "", DL_CUDA_CONV_WORKSPACE_LIMIT >> 20,
+                 count ? seen : "empty");
 }
 
 /* The geometry as messages name it. */
 static const char *geometry_text(const dl_conv2d_shape *g, char *buf, size_t len) {
   snprintf(buf, len, "[%lld,%lld,%lld,%lld] k%lld s%lld p%lld -> [%lld,%lld,%lld,%lld]",
-           (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
-           (long long)g->k, (long long)g->stride, (long long)g->pad, (long long)g->n,
-           (long long)g->o, (long long)g->oh, (long long)g->ow);
+           (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->k,
+           (long long)g->stride, (long long)g->pad, (long long)g->n, (long long)g->o,
+           (long long)g->oh, (long long)g->ow);
   return buf;
 }
 
@@ -512,7 +523,7 @@ static dl_status check_shape(const dl_conv2d_shape *g, int64_t *nx, int64_t *nw,
   if (g->n < 0 || g->c < 1 || g->h < 1 || g->w < 1 || g->o < 1 || g->k < 1 || g->stride < 1 ||
       g->pad < 0 || g->oh < 1 || g->ow < 1)
     return dl_fail(DL_ERR_INVALID, "not a convolution: sizes must be positive (batch and "
-                   "padding at least 0)");
+                                   "padding at least 0)");
   const int64_t v[] = {g->n, g->c, g->h, g->w, g->o, g->k, g->stride, g->pad, g->oh, g->ow};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (!fits_int(v[i]))
@@ -526,13 +537,15 @@ static dl_status check_shape(const dl_conv2d_shape *g, int64_t *nx, int64_t *nw,
   w = fits_int(w) ? w * g->k : w;
   w = fits_int(w) ? w * g->k : w;
   if (!fits_int(x) || !fits_int(y) || !fits_int(w))
-    return dl_fail(DL_ERR_UNSUPPORTED, "a tensor of more than %d elements (cuDNN's legacy "
-                   "convolutions take int sizes)", INT_MAX);
+    return dl_fail(DL_ERR_UNSUPPORTED,
+                   "a tensor of more than %d elements (cuDNN's legacy "
+                   "convolutions take int sizes)",
+                   INT_MAX);
   if ((g->h + 2 * g->pad - g->k) / g->stride + 1 != g->oh ||
       (g->w + 2 * g->pad - g->k) / g->stride + 1 != g->ow || g->h + 2 * g->pad < g->k ||
       g->w + 2 * g->pad < g->k)
     return dl_fail(DL_ERR_INVALID, "the output size does not follow from the input, kernel, "
-                   "stride and padding");
+                                   "stride and padding");
   *nx = x;
   *nw = w;
   *ny = y;
@@ -541,16 +554,16 @@ static dl_status check_shape(const dl_conv2d_shape *g, int64_t *nx, int64_t *nw,
 
 /* The run of op: in1/in2 are the host inputs (forward x, w; backward data
  * dy, w; backward filter x, dy), out the host output. */
-static dl_status conv_run(cuda_backend *cb, conv_op op, const dl_conv2d_shape *g,
-                          const float *in1, const float *in2, float *out) {
+static dl_status conv_run(cuda_backend *cb, conv_op op, const dl_conv2d_shape *g, const float *in1,
+                          const float *in2, float *out) {
   int64_t nx = 0, nw = 0, ny = 0;
   DL_TRY(check_shape(g, &nx, &nw, &ny));
   const int64_t n1 = op == OP_BWD_DATA ? ny : nx;
   const int64_t n2 = op == OP_FWD ? nw : op == OP_BWD_DATA ? nw : ny;
   const int64_t nout = op == OP_FWD ? ny : op == OP_BWD_DATA ? nx : nw;
   if ((nout > 0 && !out) || (g->n > 0 && (!in1 || !in2)))
-    return dl_fail(DL_ERR_INVALID, "a NULL array (inputs %p, %p, output %p)",
-                   (const void *)in1, (const void *)in2, (void *)out);
+    return dl_fail(DL_ERR_INVALID, "a NULL array (inputs %p, %p, output %p)", (const void *)in1,
+                   (const void *)in2, (void *)out);
   if (g->n == 0) { /* an empty batch: y and dx are empty, dW is a sum of nothing */
     if (op == OP_BWD_FILTER) memset(out, 0, (size_t)nout * sizeof *out);
     return DL_OK;
@@ -577,16 +590,14 @@ static dl_status conv_run(cuda_backend *cb, conv_op op, const dl_conv2d_shape *g
                                          c->workspace, &beta, p->y, cb->out.p));
     break;
   case OP_BWD_DATA:
-    DL_CUDNN_TRY(cudnnConvolutionBackwardData(cb->cudnn, &alpha, p->w, cb->in2.p, p->y,
-                                              cb->in1.p, p->conv,
-                                              (cudnnConvolutionBwdDataAlgo_t)c->algo, ws,
+    DL_CUDNN_TRY(cudnnConvolutionBackwardData(cb->cudnn, &alpha, p->w, cb->in2.p, p->y, cb->in1.p,
+                                              p->conv, (cudnnConvolutionBwdDataAlgo_t)c->algo, ws,
                                               c->workspace, &beta, p->x, cb->out.p));
     break;
   default:
-    DL_CUDNN_TRY(cudnnConvolutionBackwardFilter(cb->cudnn, &alpha, p->x, cb->in1.p, p->y,
-                                                cb->in2.p, p->conv,
-                                                (cudnnConvolutionBwdFilterAlgo_t)c->algo, ws,
-                                                c->workspace, &beta, p->w, cb->out.p));
+    DL_CUDNN_TRY(cudnnConvolutionBackwardFilter(cb->cudnn, &alpha, p->x, cb->in1.p, p->y, cb->in2.p,
+                                                p->conv, (cudnnConvolutionBwdFilterAlgo_t)c->algo,
+                                                ws, c->workspace, &beta, p->w, cb->out.p));
     break;
   }
   return dl_cuda_download_bytes(cb->ctx, out, cb->out.p, (size_t)nout * sizeof(float),
@@ -633,7 +644,7 @@ static void impl_destroy(cuda_backend *cb) {
   for (int i = 0; i < PLAN_SLOTS; i++) plan_release(&cb->plans[i]);
   if (cb->cudnn) cudnnDestroy(cb->cudnn);
 #endif
-  dev_buf *bufs[] = {&cb->in1, &cb->in2, &cb->out, &cb->workspace,
+  dev_buf *bufs[] = {&cb->in1,         &cb->in2,         &cb->out,         &cb->workspace,
                      &cb->opt_bufs[0], &cb->opt_bufs[1], &cb->opt_bufs[2], &cb->opt_bufs[3]};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) (void)dl_cuda_free(bufs[i]->p);
   dl_cuda_destroy(cb->ctx);
@@ -662,11 +673,15 @@ dl_status dl_cuda_backend_create(const dl_cuda_backend_options *o, dl_backend **
   *out = NULL;
   if (!o) return dl_fail(DL_ERR_INVALID, "dl_cuda_backend_create: no options");
   if (o->math != DL_CUDA_MATH_FP32 && o->math != DL_CUDA_MATH_TF32)
-    return dl_fail(DL_ERR_INVALID, "dl_cuda_backend_create: unknown math mode %d (fp32 or "
-                   "tf32)", (int)o->math);
+    return dl_fail(DL_ERR_INVALID,
+                   "dl_cuda_backend_create: unknown math mode %d (fp32 or "
+                   "tf32)",
+                   (int)o->math);
   if (o->conv != DL_CUDA_CONV_DETERMINISTIC && o->conv != DL_CUDA_CONV_FASTEST)
-    return dl_fail(DL_ERR_INVALID, "dl_cuda_backend_create: unknown convolution algorithm "
-                   "choice %d (deterministic or fastest)", (int)o->conv);
+    return dl_fail(DL_ERR_INVALID,
+                   "dl_cuda_backend_create: unknown convolution algorithm "
+                   "choice %d (deterministic or fastest)",
+                   (int)o->conv);
   int n = 0;
   DL_TRY(dl_cuda_device_count(&n)); /* "no CUDA device: <reason>" */
   cuda_backend *cb = calloc(1, sizeof *cb);
@@ -703,17 +718,14 @@ static void cublas_version(char *buf, size_t len) {
       cublasGetProperty(MINOR_VERSION, &minor) != CUBLAS_STATUS_SUCCESS ||
       cublasGetProperty(PATCH_LEVEL, &patch) != CUBLAS_STATUS_SUCCESS)
     snprintf(buf, len, "unknown");
-  else
-    snprintf(buf, len, "%d.%d.%d", major, minor, patch);
+  else snprintf(buf, len, "%d.%d.%d", major, minor, patch);
 }
 
 static void cudnn_version(char *buf, size_t len) {
 #ifdef DL_CUDA_HAVE_CUDNN
   size_t v = cudnnGetVersion(); /* 9: major*10000 + minor*100 + patch; 8: *1000 */
-  if (v >= 90000)
-    snprintf(buf, len, "%zu.%zu.%zu", v / 10000, v % 10000 / 100, v % 100);
-  else
-    snprintf(buf, len, "%zu.%zu.%zu", v / 1000, v % 1000 / 100, v % 100);
+  if (v >= 90000) snprintf(buf, len, "%zu.%zu.%zu", v / 10000, v % 10000 / 100, v % 100);
+  else snprintf(buf, len, "%zu.%zu.%zu", v / 1000, v % 1000 / 100, v % 100);
 #else
   snprintf(buf, len, "not built (convolutions on the CPU)");
 #endif
@@ -729,10 +741,12 @@ const char *dl_cuda_backend_describe(const dl_backend *b, char *buf, size_t len)
   char blas[32], dnn[64];
   cublas_version(blas, sizeof blas);
   cudnn_version(dnn, sizeof dnn);
-  snprintf(buf, len, "cuda:%d %s (sm_%d%d), math %s, conv %s, cuBLAS %s, cuDNN %s, "
-           "CUBLAS_WORKSPACE_CONFIG=%s", cb->ctx->device, cb->device_name, cb->sm_major,
-           cb->sm_minor, dl_cuda_math_name(cb->opt.math), dl_cuda_conv_algo_name(cb->opt.conv),
-           blas, dnn, cb->workspace_config);
+  snprintf(buf, len,
+           "cuda:%d %s (sm_%d%d), math %s, conv %s, cuBLAS %s, cuDNN %s, "
+           "CUBLAS_WORKSPACE_CONFIG=%s",
+           cb->ctx->device, cb->device_name, cb->sm_major, cb->sm_minor,
+           dl_cuda_math_name(cb->opt.math), dl_cuda_conv_algo_name(cb->opt.conv), blas, dnn,
+           cb->workspace_config);
   return buf;
 }
 

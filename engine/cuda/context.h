@@ -20,7 +20,7 @@ struct dl_cuda {
   cudaStream_t stream;
   cublasHandle_t cublas; /* bound to stream */
   dl_cuda_math math;
-  float *scratch;        /* dl_cuda_alloc'd, for reduction partials */
+  float *scratch; /* dl_cuda_alloc'd, for reduction partials */
   size_t scratch_bytes;
 };
 

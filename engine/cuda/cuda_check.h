@@ -51,19 +51,19 @@ dl_status dl_cudnn_fail(cudnnStatus_t st, const char *file, int line, const char
     if (dl_cuda_e_ != cudaSuccess) return dl_cuda_fail(dl_cuda_e_, __FILE__, __LINE__, #expr); \
   } while (0)
 
-#define DL_CUBLAS_TRY(expr)                                                                    \
-  do {                                                                                         \
-    cublasStatus_t dl_cublas_st_ = (expr);                                                     \
-    if (dl_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                \
-      return dl_cublas_fail(dl_cublas_st_, __FILE__, __LINE__, #expr);                         \
+#define DL_CUBLAS_TRY(expr)                                            \
+  do {                                                                 \
+    cublasStatus_t dl_cublas_st_ = (expr);                             \
+    if (dl_cublas_st_ != CUBLAS_STATUS_SUCCESS)                        \
+      return dl_cublas_fail(dl_cublas_st_, __FILE__, __LINE__, #expr); \
   } while (0)
 
 #ifdef DL_CUDA_HAVE_CUDNN
-#define DL_CUDNN_TRY(expr)                                                                     \
-  do {                                                                                         \
-    cudnnStatus_t dl_cudnn_st_ = (expr);                                                       \
-    if (dl_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                                  \
-      return dl_cudnn_fail(dl_cudnn_st_, __FILE__, __LINE__, #expr);                           \
+#define DL_CUDNN_TRY(expr)                                           \
+  do {                                                               \
+    cudnnStatus_t dl_cudnn_st_ = (expr);                             \
+    if (dl_cudnn_st_ != CUDNN_STATUS_SUCCESS)                        \
+      return dl_cudnn_fail(dl_cudnn_st_, __FILE__, __LINE__, #expr); \
   } while (0)
 #endif
 

@@ -22,8 +22,7 @@ static void probe_devices(void) {
     int driver = 0;
     if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
     snprintf(probed_reason, sizeof probed_reason, "cudaGetDeviceCount failed: %s (%d)%s",
-             cudaGetErrorString(e), (int)e,
-             driver == 0 ? "; no NVIDIA driver is installed" : "");
+             cudaGetErrorString(e), (int)e, driver == 0 ? "; no NVIDIA driver is installed" : "");
     n = 0;
   } else if (n == 0) {
     const char *visible = getenv("CUDA_VISIBLE_DEVICES");
@@ -84,13 +83,14 @@ dl_status dl_cuda_init(int device, dl_cuda_math math, dl_cuda **out) {
   if (!out) return dl_fail(DL_ERR_INVALID, "dl_cuda_init: no place for the context");
   *out = NULL;
   if (math != DL_CUDA_MATH_FP32 && math != DL_CUDA_MATH_TF32)
-    return dl_fail(DL_ERR_INVALID, "dl_cuda_init: unknown math mode %d (fp32 or tf32)",
-                   (int)math);
+    return dl_fail(DL_ERR_INVALID, "dl_cuda_init: unknown math mode %d (fp32 or tf32)", (int)math);
   int n = 0;
   DL_TRY(dl_cuda_device_count(&n));
   if (device < 0 || device >= n)
-    return dl_fail(DL_ERR_INVALID, "CUDA device %d does not exist: this process sees %d GPU%s "
-                   "(numbered from 0 after CUDA_VISIBLE_DEVICES)", device, n, n == 1 ? "" : "s");
+    return dl_fail(DL_ERR_INVALID,
+                   "CUDA device %d does not exist: this process sees %d GPU%s "
+                   "(numbered from 0 after CUDA_VISIBLE_DEVICES)",
+                   device, n, n == 1 ? "" : "s");
   /* cuBLAS reads it when the handle is created; a user's own setting wins.
    * Set once per process: rank threads create contexts at the same time,
    * and setenv racing with getenv (cuBLAS's, ours) is undefined. */
@@ -98,8 +98,8 @@ dl_status dl_cuda_init(int device, dl_cuda_math math, dl_cuda **out) {
   if (workspace_config_failed)
     return dl_fail(DL_ERR_NOMEM, "dl_cuda_init: cannot set CUBLAS_WORKSPACE_CONFIG");
   dl_cuda *ctx = calloc(1, sizeof *ctx);
-  if (!ctx) return dl_fail(DL_ERR_NOMEM, "dl_cuda_init: no memory for the context of GPU %d",
-                           device);
+  if (!ctx)
+    return dl_fail(DL_ERR_NOMEM, "dl_cuda_init: no memory for the context of GPU %d", device);
   ctx->device = device;
   dl_status s = create_handles(ctx, math);
   if (s != DL_OK) {

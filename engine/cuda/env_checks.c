@@ -64,8 +64,7 @@ static version_text library_version(int v, bool cudnn) {
   version_text t;
   if (cudnn && v < 10000) /* cuDNN 8: major*1000 + minor*100 + patch */
     snprintf(t.s, sizeof t.s, "%d.%d.%d", v / 1000, v % 1000 / 100, v % 100);
-  else
-    snprintf(t.s, sizeof t.s, "%d.%d.%d", v / 10000, v % 10000 / 100, v % 100);
+  else snprintf(t.s, sizeof t.s, "%d.%d.%d", v / 10000, v % 10000 / 100, v % 100);
   return t;
 }
 
@@ -81,14 +80,17 @@ void dl_cuda_check_runtime_vs_driver(int runtime, int driver, dl_cuda_check *out
   const char *rt = rt_text.s, *drv = drv_text.s;
   if (runtime / 1000 > driver / 1000) {
     out->ok = false;
-    say(out, "CUDA runtime %s is newer than this driver supports (CUDA %s): every CUDA call "
+    say(out,
+        "CUDA runtime %s is newer than this driver supports (CUDA %s): every CUDA call "
         "fails with 'CUDA driver version is insufficient for CUDA runtime version'; install "
         "a driver for CUDA %d.x or newer, or NVIDIA's cuda-compat package for %s",
         rt, drv, runtime / 1000, rt);
   } else if (runtime > driver) {
-    say(out, "CUDA runtime %s on a driver for CUDA %s: runs by minor version compatibility, "
+    say(out,
+        "CUDA runtime %s on a driver for CUDA %s: runs by minor version compatibility, "
         "but the driver cannot JIT-compile this toolkit's PTX (a GPU without SASS in the "
-        "build fails, see E2); a driver for CUDA %s or newer removes the caveat", rt, drv, rt);
+        "build fails, see E2); a driver for CUDA %s or newer removes the caveat",
+        rt, drv, rt);
   } else {
     say(out, "CUDA runtime %s, driver supports up to CUDA %s", rt, drv);
   }
@@ -115,12 +117,9 @@ static bool parse_arch(const char *tok, size_t len, arch *a) {
   const char *rest = tok + i;
   size_t rest_len = len - i;
   a->sass = a->ptx = true;
-  if (rest_len == 5 && memcmp(rest, "-real", 5) == 0)
-    a->ptx = false;
-  else if (rest_len == 8 && memcmp(rest, "-virtual", 8) == 0)
-    a->sass = false;
-  else if (rest_len != 0)
-    return false;
+  if (rest_len == 5 && memcmp(rest, "-real", 5) == 0) a->ptx = false;
+  else if (rest_len == 8 && memcmp(rest, "-virtual", 8) == 0) a->sass = false;
+  else if (rest_len != 0) return false;
   return true;
 }
 
@@ -146,8 +145,7 @@ static bool is_keyword(const char *tok, size_t len) {
   return false;
 }
 
-void dl_cuda_check_arch_vs_device(const char *archs, int major, int minor,
-                                  dl_cuda_check *out) {
+void dl_cuda_check_arch_vs_device(const char *archs, int major, int minor, dl_cuda_check *out) {
   begin(out, "E2");
   if (!archs) archs = "";
   const char *sass = NULL, *ptx = NULL;
@@ -157,8 +155,10 @@ void dl_cuda_check_arch_vs_device(const char *archs, int major, int minor,
     size_t len = strcspn(p, ",;");
     arch a;
     if (is_keyword(p, len)) {
-      say(out, "built for CUDA architectures '%s': which GPUs that covers cannot be told "
-          "from the list; compute capability %d.%d assumed covered", archs, major, minor);
+      say(out,
+          "built for CUDA architectures '%s': which GPUs that covers cannot be told "
+          "from the list; compute capability %d.%d assumed covered",
+          archs, major, minor);
       return;
     }
     if (len > 0 && !parse_arch(p, len, &a)) {
@@ -175,20 +175,24 @@ void dl_cuda_check_arch_vs_device(const char *archs, int major, int minor,
     if (*p) p++;
   }
   if (sass) {
-    say(out, "compute capability %d.%d runs the SASS built for '%.*s' (architectures '%s')",
-        major, minor, (int)sass_len, sass, archs);
+    say(out, "compute capability %d.%d runs the SASS built for '%.*s' (architectures '%s')", major,
+        minor, (int)sass_len, sass, archs);
   } else if (ptx) {
-    say(out, "compute capability %d.%d has no SASS in this build (architectures '%s'): the "
+    say(out,
+        "compute capability %d.%d has no SASS in this build (architectures '%s'): the "
         "driver JIT-compiles the PTX of '%.*s' at the first launch (slow start; needs a driver "
         "at least as new as the toolkit); add %d%d-real to CMAKE_CUDA_ARCHITECTURES to avoid "
-        "it", major, minor, archs, (int)ptx_len, ptx, major, minor);
+        "it",
+        major, minor, archs, (int)ptx_len, ptx, major, minor);
   } else {
     out->ok = false;
-    say(out, "compute capability %d.%d has no kernel image in this build (architectures "
+    say(out,
+        "compute capability %d.%d has no kernel image in this build (architectures "
         "'%s'%s): its first kernel launch would fail with 'no kernel image is available for "
         "execution on the device'; rebuild with -DCMAKE_CUDA_ARCHITECTURES including %d%d-real "
-        "(or a -virtual entry at or below %d%d)", major, minor, archs,
-        entries == 0 ? ", no device code at all" : "", major, minor, major, minor);
+        "(or a -virtual entry at or below %d%d)",
+        major, minor, archs, entries == 0 ? ", no device code at all" : "", major, minor, major,
+        minor);
   }
 }
 
@@ -204,8 +208,8 @@ static version_text text_of(const library *l, int v) {
   return l->cuda_style ? cuda_version(v) : library_version(v, l->cudnn);
 }
 
-void dl_cuda_check_built_vs_loaded(const dl_cuda_versions *built,
-                                   const dl_cuda_versions *loaded, dl_cuda_check *out) {
+void dl_cuda_check_built_vs_loaded(const dl_cuda_versions *built, const dl_cuda_versions *loaded,
+                                   dl_cuda_check *out) {
   begin(out, "E3");
   const library libs[] = {
       {"CUDA runtime", built->runtime, loaded->runtime, true, false},
@@ -230,7 +234,7 @@ void dl_cuda_check_built_vs_loaded(const dl_cuda_versions *built,
   }
   if (!out->ok)
     say(out, ": other kernels, other bits (drift against goldens) or missing symbols; make "
-        "LD_LIBRARY_PATH find the libraries dlcheck was built with, or rebuild against these");
+             "LD_LIBRARY_PATH find the libraries dlcheck was built with, or rebuild against these");
 }
 
 /* ---- this machine ---- */
@@ -321,8 +325,10 @@ void dl_cuda_env_checks(int device, dl_cuda_check out[3]) {
   if (driver == 0) {
     static const char *const ids[] = {"E1", "E2", "E3"};
     char why[DL_CUDA_CHECK_MESSAGE_MAX];
-    snprintf(why, sizeof why, "no CUDA driver: E1-E3 not applicable (no NVIDIA driver found; "
-             "this build has CUDA runtime %s)", cuda_version(runtime).s);
+    snprintf(why, sizeof why,
+             "no CUDA driver: E1-E3 not applicable (no NVIDIA driver found; "
+             "this build has CUDA runtime %s)",
+             cuda_version(runtime).s);
     for (int i = 0; i < 3; i++) not_applicable(&out[i], ids[i], why);
     return;
   }

@@ -24,9 +24,9 @@ extern "C" {
 enum { DL_CUDA_CHECK_MESSAGE_MAX = 512 };
 
 typedef struct dl_cuda_check {
-  const char *id;   /* "E1", "E2", "E3" */
-  bool applicable;  /* false: nothing to check here (no driver or GPU) */
-  bool ok;          /* true when applicable and fine, or not applicable */
+  const char *id;                          /* "E1", "E2", "E3" */
+  bool applicable;                         /* false: nothing to check here (no driver or GPU) */
+  bool ok;                                 /* true when applicable and fine, or not applicable */
   char message[DL_CUDA_CHECK_MESSAGE_MAX]; /* what was found; on failure, what to do */
 } dl_cuda_check;
 
@@ -48,15 +48,14 @@ void dl_cuda_check_runtime_vs_driver(int runtime, int driver, dl_cuda_check *out
  * GPU >= X.y. A GPU neither covers fails: its first kernel launch would say
  * "no kernel image is available for execution on the device". "all",
  * "all-major" and "native" cannot be judged from the list (ok, said so). */
-void dl_cuda_check_arch_vs_device(const char *archs, int major, int minor,
-                                  dl_cuda_check *out);
+void dl_cuda_check_arch_vs_device(const char *archs, int major, int minor, dl_cuda_check *out);
 
 /* E3. Each library present on both sides must be loaded at the version it
  * was built against: another version means other kernels, other bits
  * (drift against goldens) or missing symbols (crashes). A library not
  * loaded at run time is not compared (said in the message). */
-void dl_cuda_check_built_vs_loaded(const dl_cuda_versions *built,
-                                   const dl_cuda_versions *loaded, dl_cuda_check *out);
+void dl_cuda_check_built_vs_loaded(const dl_cuda_versions *built, const dl_cuda_versions *loaded,
+                                   dl_cuda_check *out);
 
 /* The architectures dlcuda was built for (DL_CUDA_ARCHS, ',' separated). */
 const char *dl_cuda_built_archs(void);

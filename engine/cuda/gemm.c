@@ -21,16 +21,18 @@ typedef struct gemm_call {
 
 static dl_status check_dim(const char *op, const char *name, int64_t v) {
   if (v < 0 || v > INT_MAX)
-    return dl_fail(DL_ERR_INVALID, "%s: %s = %lld must lie in [0, %d] (cuBLAS takes int)", op,
-                   name, (long long)v, INT_MAX);
+    return dl_fail(DL_ERR_INVALID, "%s: %s = %lld must lie in [0, %d] (cuBLAS takes int)", op, name,
+                   (long long)v, INT_MAX);
   return DL_OK;
 }
 
 static dl_status check_ld(const char *op, const char *name, int64_t ld, int64_t row_length) {
   int64_t least = row_length > 1 ? row_length : 1;
   if (ld < least || ld > INT_MAX)
-    return dl_fail(DL_ERR_INVALID, "%s: %s = %lld must be at least %lld (the stored row "
-                   "length) and at most %d", op, name, (long long)ld, (long long)least, INT_MAX);
+    return dl_fail(DL_ERR_INVALID,
+                   "%s: %s = %lld must be at least %lld (the stored row "
+                   "length) and at most %d",
+                   op, name, (long long)ld, (long long)least, INT_MAX);
   return DL_OK;
 }
 
@@ -42,9 +44,10 @@ static dl_status check_call(const char *op, const gemm_call *g) {
   DL_TRY(check_ld(op, "ldb", g->ldb, g->trans_b ? g->K : g->N));
   DL_TRY(check_ld(op, "ldc", g->ldc, g->N));
   if (g->M > 0 && g->N > 0 && (!g->C || (g->K > 0 && (!g->A || !g->B))))
-    return dl_fail(DL_ERR_INVALID, "%s: a NULL matrix (A %p, B %p, C %p) for a %lld x %lld x "
-                   "%lld product", op, g->A, g->B, (void *)g->C, (long long)g->M,
-                   (long long)g->N, (long long)g->K);
+    return dl_fail(DL_ERR_INVALID,
+                   "%s: a NULL matrix (A %p, B %p, C %p) for a %lld x %lld x "
+                   "%lld product",
+                   op, g->A, g->B, (void *)g->C, (long long)g->M, (long long)g->N, (long long)g->K);
   return DL_OK;
 }
 
@@ -63,9 +66,9 @@ static dl_status run(dl_cuda *ctx, const char *op, const gemm_call *g, cudaDataT
   return DL_OK;
 }
 
-dl_status dl_cuda_sgemm(dl_cuda *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N,
-                        int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                        float beta, float *C, int64_t ldc) {
+dl_status dl_cuda_sgemm(dl_cuda *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                        float *C, int64_t ldc) {
   gemm_call g = {trans_a, trans_b, M, N, K, A, B, lda, ldb, beta, C, ldc};
   /* PEDANTIC, not DEFAULT, for fp32: DEFAULT lets NVIDIA_TF32_OVERRIDE=1
    * turn TF32 on behind the caller's back. */
@@ -79,8 +82,10 @@ dl_status dl_cuda_gemm_half(dl_cuda *ctx, dl_dtype ab, bool trans_a, bool trans_
                             int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                             int64_t ldb, float beta, float *C, int64_t ldc) {
   if (ab != DL_F16 && ab != DL_BF16)
-    return dl_fail(DL_ERR_INVALID, "dl_cuda_gemm_half: inputs must be float16 or bfloat16, "
-                   "not %s (use dl_cuda_sgemm for float32)", dl_dtype_name(ab));
+    return dl_fail(DL_ERR_INVALID,
+                   "dl_cuda_gemm_half: inputs must be float16 or bfloat16, "
+                   "not %s (use dl_cuda_sgemm for float32)",
+                   dl_dtype_name(ab));
   gemm_call g = {trans_a, trans_b, M, N, K, A, B, lda, ldb, beta, C, ldc};
   return run(ctx, "dl_cuda_gemm_half", &g, ab == DL_F16 ? CUDA_R_16F : CUDA_R_16BF,
              CUBLAS_DEFAULT_MATH, CUBLAS_COMPUTE_32F);

@@ -28,9 +28,9 @@ extern "C" {
  * Dimensions must be >= 0 and fit an int (cuBLAS's); leading dimensions
  * at least the stored row length (lda >= K, or M with trans_a; ldb >= N,
  * or K with trans_b; ldc >= N). Else DL_ERR_INVALID naming the argument. */
-dl_status dl_cuda_sgemm(dl_cuda *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N,
-                        int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                        float beta, float *C, int64_t ldc);
+dl_status dl_cuda_sgemm(dl_cuda *ctx, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                        const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                        float *C, int64_t ldc);
 
 /* A and B in float16 (ab = DL_F16) or bfloat16 (DL_BF16), C in float32,
  * products accumulated in float32 (CUBLAS_COMPUTE_32F), as autocast's

@@ -33,8 +33,7 @@ dl_status dl_cuda_relu_backward(dl_cuda *ctx, int64_t n, const float *dy, const 
                                 float *dx);
 
 /* y[r, c] = y[r, c] + bias[c] for a row-major [rows, cols] y. */
-dl_status dl_cuda_bias_add(dl_cuda *ctx, int64_t rows, int64_t cols, const float *bias,
-                           float *y);
+dl_status dl_cuda_bias_add(dl_cuda *ctx, int64_t rows, int64_t cols, const float *bias, float *y);
 
 /* x = x * s. */
 dl_status dl_cuda_scale(dl_cuda *ctx, int64_t n, float s, float *x);
@@ -56,8 +55,11 @@ dl_status dl_cuda_optim_step(dl_cuda *ctx, const dl_optim_coeffs *c, int64_t n, 
  * ..., 1, and lane 0 is the slice's sum. One block then sums the slices'
  * partials the same way (thread t: partials t, t + 256, ...). No atomics,
  * no dependence on the SM count: the same bits on every run and GPU. */
-enum { DL_CUDA_SUM_THREADS = 256, DL_CUDA_SUM_PER_THREAD = 16,
-       DL_CUDA_SUM_SLICE = DL_CUDA_SUM_THREADS * DL_CUDA_SUM_PER_THREAD };
+enum {
+  DL_CUDA_SUM_THREADS = 256,
+  DL_CUDA_SUM_PER_THREAD = 16,
+  DL_CUDA_SUM_SLICE = DL_CUDA_SUM_THREADS * DL_CUDA_SUM_PER_THREAD
+};
 
 /* *out (device, one float) = the sum of x[0..n-1] in the order above. */
 dl_status dl_cuda_sum(dl_cuda *ctx, int64_t n, const float *x, float *out);
@@ -71,8 +73,7 @@ float dl_cuda_sum_ref(const float *x, int64_t n);
  * (word >> 8) * 2^-24. Philox4x32-10 runs on the device from the same
  * port of philox.c, so dropout masks can match the CPU bit for bit.
  * index + n must not pass 2^64. */
-dl_status dl_cuda_uniform(dl_cuda *ctx, const dl_stream *s, uint64_t index, float *out,
-                          int64_t n);
+dl_status dl_cuda_uniform(dl_cuda *ctx, const dl_stream *s, uint64_t index, float *out, int64_t n);
 /* The device code's element function run on the host over a host array. */
 void dl_cuda_uniform_host(const dl_stream *s, uint64_t index, float *out, int64_t n);
 

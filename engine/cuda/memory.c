@@ -75,9 +75,10 @@ void dl_cuda_mem_reset_peak(void) {
 }
 
 static dl_status alloc_fail(dl_status s, dl_cuda *ctx, size_t bytes, const char *what) {
-  return dl_fail_context(s, "%s (%zu bytes on GPU %d; dlcheck holds %lld bytes of device "
-                         "memory): ", what, bytes, ctx->device,
-                         (long long)dl_cuda_mem_current());
+  return dl_fail_context(s,
+                         "%s (%zu bytes on GPU %d; dlcheck holds %lld bytes of device "
+                         "memory): ",
+                         what, bytes, ctx->device, (long long)dl_cuda_mem_current());
 }
 
 dl_status dl_cuda_alloc(dl_cuda *ctx, size_t bytes, const char *what, void **p) {
@@ -87,8 +88,7 @@ dl_status dl_cuda_alloc(dl_cuda *ctx, size_t bytes, const char *what, void **p) 
   DL_TRY(dl_cuda_enter(ctx, what));
   if (bytes == 0) return DL_OK;
   block *b = malloc(sizeof *b);
-  if (!b) return dl_fail(DL_ERR_NOMEM, "%s: no host memory for the record of a device block",
-                         what);
+  if (!b) return dl_fail(DL_ERR_NOMEM, "%s: no host memory for the record of a device block", what);
   void *d = NULL;
   cudaError_t e = cudaMalloc(&d, bytes);
   if (e == cudaSuccess) {
@@ -110,8 +110,10 @@ dl_status dl_cuda_free(void *p) {
   if (!p) return DL_OK;
   block *b = unrecord(p);
   if (!b)
-    return dl_fail(DL_ERR_INVALID, "dl_cuda_free: %p is not a device block from dl_cuda_alloc "
-                   "(freed twice, or an offset into a block?)", p);
+    return dl_fail(DL_ERR_INVALID,
+                   "dl_cuda_free: %p is not a device block from dl_cuda_alloc "
+                   "(freed twice, or an offset into a block?)",
+                   p);
   free(b);
   DL_CUDA_TRY(cudaFree(p));
   return DL_OK;
@@ -121,8 +123,8 @@ dl_status dl_cuda_free(void *p) {
 
 typedef enum direction { TO_DEVICE, TO_HOST } direction;
 
-static dl_status copy(dl_cuda *ctx, void *dst, const void *src, size_t bytes,
-                      const char *what, direction dir) {
+static dl_status copy(dl_cuda *ctx, void *dst, const void *src, size_t bytes, const char *what,
+                      direction dir) {
   if (!what) what = "device buffer";
   if (bytes == 0) return DL_OK;
   if (!dst || !src)
@@ -130,8 +132,10 @@ static dl_status copy(dl_cuda *ctx, void *dst, const void *src, size_t bytes,
                    dir == TO_DEVICE ? "to the GPU from" : "from the GPU with");
   const void *device_side = dir == TO_DEVICE ? dst : src;
   if (!inside_a_block(device_side, bytes))
-    return dl_fail(DL_ERR_INVALID, "%s: %zu bytes at %p do not lie inside one device block "
-                   "from dl_cuda_alloc", what, bytes, device_side);
+    return dl_fail(DL_ERR_INVALID,
+                   "%s: %zu bytes at %p do not lie inside one device block "
+                   "from dl_cuda_alloc",
+                   what, bytes, device_side);
   DL_TRY(dl_cuda_enter(ctx, what));
   DL_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes,
                               dir == TO_DEVICE ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
