@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# The whole test suite: warning-free release build and tests, ASan+UBSan
+# The whole test suite: formatting and checks/' include order, warning-free
+# release build and tests, ASan+UBSan
 # build and tests, the Python package's tests (pytest, line coverage of
 # python/), the CLI under valgrind, coverage build with gcovr line coverage
-# of engine/ and checks/, and the cross-compiler bitwise check.
+# of engine/ and checks/, the fuzz targets for a fixed time, and the
+# cross-compiler bitwise check.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 step() { printf '\n== %s ==\n' "$*"; }
+
+step "formatting (.clang-format, clang-format 14)"
+ci/format.sh
 
 step "checks/ stages include only earlier stages"
 ci/check-stages.sh
