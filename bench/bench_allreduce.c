@@ -146,16 +146,16 @@ static int print_table(const bench *b, const char *backend, int world, const cha
     printf("  %11zu %11zu %5d", rw->bytes, rw->bytes / sizeof(float), rw->iters);
     for (int m = 0; m < 2; m++) {
       double algbw = (double)rw->bytes / (rw->us[m] * 1e-6) / 1e9;
-      printf("  %10.1f %7.3f %7.3f %6" PRId64, rw->us[m], algbw,
-             algbw * 2.0 * (world - 1) / world, rw->wrong[m]);
+      printf("  %10.1f %7.3f %7.3f %6" PRId64, rw->us[m], algbw, algbw * 2.0 * (world - 1) / world,
+             rw->wrong[m]);
       wrong += rw->wrong[m];
     }
     printf("\n");
   }
   const dl_reduce_diff *d = &b->diff;
   printf("# native vs ordered on %" PRId64 " mixed-magnitude floats: %" PRId64 " differ, max abs "
-         "%.3g, max rel %.3g, max %" PRId64 " ulp\n", d->n, d->ndiff, d->max_abs, d->max_rel,
-         d->max_ulp);
+         "%.3g, max rel %.3g, max %" PRId64 " ulp\n",
+         d->n, d->ndiff, d->max_abs, d->max_rel, d->max_ulp);
   printf("# %s\n", wrong ? "WRONG RESULTS" : "all results exact");
   return wrong ? 1 : 0;
 }
@@ -244,9 +244,11 @@ static int run_mpi(bench *b) {
 #endif
 
 static int usage(void) {
-  fprintf(stderr, "usage: bench_allreduce [--comm local|mpi|nccl] [--threads W (ranks: local "
+  fprintf(stderr,
+          "usage: bench_allreduce [--comm local|mpi|nccl] [--threads W (ranks: local "
           "threads, default 2, or nccl GPUs, default 1; at most %d)] [--max-bytes B (8..2^30, "
-          "default 64 MiB)]\n", MAX_THREADS);
+          "default 64 MiB)]\n",
+          MAX_THREADS);
   return 2;
 }
 

@@ -21,8 +21,7 @@
  * (without openblas_set_num_threads) depending on the alternatives. */
 enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 void cblas_sgemm(int order, int trans_a, int trans_b, int M, int N, int K, float alpha,
-                 const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                 int ldc);
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 void openblas_set_num_threads(int n);
 char *openblas_get_corename(void);
 #endif
@@ -86,8 +85,8 @@ static void run_dl(const bench_shape *s, operands *o) {
 #ifdef DL_HAVE_OPENBLAS
 static void run_openblas(const bench_shape *s, operands *o) {
   cblas_sgemm(CBLAS_ROW_MAJOR, s->ta ? CBLAS_TRANS : CBLAS_NO_TRANS,
-              s->tb ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)s->M, (int)s->N, (int)s->K, 1.0f,
-              o->A, (int)o->lda, o->B, (int)o->ldb, 0.0f, o->C, (int)o->ldc);
+              s->tb ? CBLAS_TRANS : CBLAS_NO_TRANS, (int)s->M, (int)s->N, (int)s->K, 1.0f, o->A,
+              (int)o->lda, o->B, (int)o->ldb, 0.0f, o->C, (int)o->ldc);
 }
 #endif
 
@@ -121,10 +120,10 @@ static int print_table(int max_threads) {
   printf("# OpenBLAS kernels: %s%s\n", openblas_get_corename(),
          getenv("OPENBLAS_CORETYPE") ? " (OPENBLAS_CORETYPE)" : " (auto-detected)");
 #endif
-  printf("# %6s %6s %6s %3s %3s %7s %12s %12s %7s  %s\n", "M", "N", "K", "tA", "tB",
-         "threads", "dlcheck", "OpenBLAS", "ratio", "shape");
-  printf("# %6s %6s %6s %3s %3s %7s %12s %12s %7s\n", "", "", "", "", "", "", "GFLOP/s",
-         "GFLOP/s", "");
+  printf("# %6s %6s %6s %3s %3s %7s %12s %12s %7s  %s\n", "M", "N", "K", "tA", "tB", "threads",
+         "dlcheck", "OpenBLAS", "ratio", "shape");
+  printf("# %6s %6s %6s %3s %3s %7s %12s %12s %7s\n", "", "", "", "", "", "", "GFLOP/s", "GFLOP/s",
+         "");
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const bench_shape *s = &shapes[i];
     operands o;
@@ -141,12 +140,12 @@ static int print_table(int max_threads) {
       openblas_set_num_threads(t);
       double ob = best_gflops(run_openblas, s, &o);
       printf("  %6lld %6lld %6lld %3c %3c %7d %12.1f %12.1f %7.2f  %s\n", (long long)s->M,
-             (long long)s->N, (long long)s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', t, dl,
-             ob, dl / ob, s->what);
+             (long long)s->N, (long long)s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', t, dl, ob,
+             dl / ob, s->what);
 #else
       printf("  %6lld %6lld %6lld %3c %3c %7d %12.1f %12s %7s  %s\n", (long long)s->M,
-             (long long)s->N, (long long)s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', t, dl,
-             "n/a", "n/a", s->what);
+             (long long)s->N, (long long)s->K, s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', t, dl, "n/a",
+             "n/a", s->what);
 #endif
     }
     free_operands(&o);
