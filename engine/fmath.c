@@ -17,6 +17,7 @@
 #include "fmath.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -350,4 +351,173 @@ double dl_cospi(double x) {
     f -= 1.0; /* exact */
   }
   return cos_quadrant((unsigned)(k & 3), f * PIO2);
+}
+
+/* ---- expf and erff over arrays ------------------------------------------ */
+
+/* The lanes below repeat the scalar code's operations in the same order, one
+ * double per lane: IEEE add, sub, mul and div round alike in a vector and in
+ * a scalar register, float <-> double conversions round to nearest in both,
+ * and the build keeps -ffp-contract=off (the intrinsics name no FMA). Lanes
+ * the fast path does not cover (NaN, infinities, tiny or huge arguments) are
+ * recomputed with the scalar function. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define DL_FMATH_AVX512 __attribute__((target("avx512f")))
+#define DL_FMATH_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
+
+static DL_FMATH_AVX512_INLINE __m512d abs8(__m512d x) {
+  return _mm512_castsi512_pd(
+      _mm512_and_si512(_mm512_castpd_si512(x), _mm512_set1_epi64(0x7fffffffffffffffLL)));
+}
+
+static DL_FMATH_AVX512_INLINE __m512d negate8_where(__mmask8 m, __m512d x) {
+  __m512i u = _mm512_castpd_si512(x);
+  return _mm512_castsi512_pd(_mm512_mask_xor_epi64(u, m, u, _mm512_set1_epi64(INT64_MIN)));
+}
+
+/* horner() in eight lanes: c[0] + t*(c[1] + ...), the same order. */
+static DL_FMATH_AVX512_INLINE __m512d horner8(const double *c, int n, __m512d t) {
+  __m512d acc = _mm512_set1_pd(c[n - 1]);
+  for (int i = n - 2; i >= 0; i--) acc = _mm512_add_pd(_mm512_mul_pd(acc, t), _mm512_set1_pd(c[i]));
+  return acc;
+}
+
+/* exp_normal in eight lanes (dl_exp's operations with k = 0 near zero, see
+ * dl_exp): right for lanes with x in [-708, 709] and |x| >= 2^-28, garbage
+ * (but no trap: exceptions are masked) in the others. */
+static DL_FMATH_AVX512_INLINE __m512d exp_normal8(__m512d x) {
+  const __m512d zero = _mm512_setzero_pd();
+  __mmask8 neg = _mm512_cmp_pd_mask(x, zero, _CMP_LT_OQ);
+  __m512d half = _mm512_mask_mov_pd(_mm512_set1_pd(0.5), neg, _mm512_set1_pd(-0.5));
+  __m512d kf = _mm512_add_pd(_mm512_mul_pd(_mm512_set1_pd(INV_LN2), x), half);
+  /* (int) truncates; |kf| < 2^31 in the lanes that count. */
+  __m256i k32 = _mm512_cvttpd_epi32(kf);
+  __mmask8 reduce = _mm512_cmp_pd_mask(abs8(x), _mm512_set1_pd(0.5 * 6.93147180559945286227e-01),
+                                       _CMP_GT_OQ);
+  __m512d kd = _mm512_maskz_mov_pd(reduce, _mm512_cvtepi32_pd(k32));
+  __m512d hi = _mm512_sub_pd(x, _mm512_mul_pd(kd, _mm512_set1_pd(LN2_HI)));
+  __m512d lo = _mm512_mul_pd(kd, _mm512_set1_pd(LN2_LO));
+  __m512d r = _mm512_sub_pd(hi, lo);
+  __m512d t = _mm512_mul_pd(r, r);
+  __m512d c = _mm512_sub_pd(r, _mm512_mul_pd(t, horner8(EXP_P, 5, t)));
+  __m512d q = _mm512_div_pd(_mm512_mul_pd(r, c), _mm512_sub_pd(_mm512_set1_pd(2.0), c));
+  __m512d y = _mm512_sub_pd(_mm512_set1_pd(1.0), _mm512_sub_pd(_mm512_sub_pd(lo, q), hi));
+  /* 2^k from its bits (pow2i); k = 0 where reduce is off, as kd. */
+  __m512i k = _mm512_cvtepi32_epi64(_mm512_cvttpd_epi32(kd));
+  __m512i bits = _mm512_slli_epi64(_mm512_add_epi64(k, _mm512_set1_epi64(1023)), 52);
+  return _mm512_mul_pd(y, _mm512_castsi512_pd(bits));
+}
+
+/* The eight lanes of y, rounded to float, into out; the lanes of `redo`
+ * from the scalar function fn instead (read from in before the store: in
+ * may be out). */
+static DL_FMATH_AVX512 void store8(float *out, __m512d y, __mmask8 redo, const float *in,
+                                   float (*fn)(float)) {
+  if (!redo) {
+    _mm256_storeu_ps(out, _mm512_cvtpd_ps(y));
+    return;
+  }
+  float ys[8];
+  _mm256_storeu_ps(ys, _mm512_cvtpd_ps(y));
+  for (int j = 0; j < 8; j++)
+    if ((redo >> j) & 1) ys[j] = fn(in[j]);
+  memcpy(out, ys, sizeof ys);
+}
+
+/* dl_expf of in[0..7] into out[0..7]. */
+static DL_FMATH_AVX512 void expf8(const float *in, float *out) {
+  __m256 xf = _mm256_loadu_ps(in);
+  __m512d x = _mm512_cvtps_pd(xf);
+  __m512d a = abs8(x);
+  /* dl_exp's cases: |x| < 2^-28 gives 1 + x (zeros included: every softmax
+   * row has one); up to 256 the kernel; NaN, infinities and the rest the
+   * scalar function. Other lanes get exp(0): no garbage arguments
+   * (subnormal garbage would cost microcode assists). */
+  __mmask8 tiny = _mm512_cmp_pd_mask(a, _mm512_set1_pd(0x1p-28), _CMP_LT_OQ);
+  __mmask8 normal = _mm512_cmp_pd_mask(a, _mm512_set1_pd(0x1p-28), _CMP_GE_OQ) &
+                    _mm512_cmp_pd_mask(a, _mm512_set1_pd(256.0), _CMP_LE_OQ);
+  __m512d y = exp_normal8(_mm512_maskz_mov_pd(normal, x));
+  y = _mm512_mask_add_pd(y, tiny, _mm512_set1_pd(1.0), x);
+  store8(out, y, (__mmask8) ~(tiny | normal), in, dl_expf);
+}
+
+/* dl_erff in eight lanes: its three ranges computed in every lane and
+ * selected, the saturation at |x| >= 4 and the sign as it does. */
+static DL_FMATH_AVX512 void erff8(const float *in, float *out) {
+  __m256 xf = _mm256_loadu_ps(in);
+  __m512d x = _mm512_cvtps_pd(xf);
+  __m512d a = abs8(x);
+  __mmask8 nan = _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
+  __mmask8 neg = _mm512_cmp_pd_mask(x, _mm512_setzero_pd(), _CMP_LT_OQ);
+  __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(1.0), _CMP_LT_OQ);
+  __mmask8 sat = _mm512_cmp_pd_mask(a, _mm512_set1_pd(4.0), _CMP_GE_OQ);
+  __mmask8 tail = _mm512_cmp_pd_mask(a, _mm512_set1_pd(2.0), _CMP_GE_OQ);
+  __m512d s = _mm512_mul_pd(x, horner8(ERF_SMALL, 10, _mm512_mul_pd(x, x)));
+  /* horner(ERFC_MID, 13, a - 1.5) or horner(ERFC_TAIL, 13, a - 3.0). */
+  __m512d u = _mm512_mask_sub_pd(_mm512_sub_pd(a, _mm512_set1_pd(1.5)), tail, a,
+                                 _mm512_set1_pd(3.0));
+  __m512d acc = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[12]), tail,
+                                   _mm512_set1_pd(ERFC_TAIL[12]));
+  for (int c = 11; c >= 0; c--) {
+    __m512d coef = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[c]), tail,
+                                      _mm512_set1_pd(ERFC_TAIL[c]));
+    acc = _mm512_add_pd(_mm512_mul_pd(acc, u), coef);
+  }
+  /* -(a*a) in [-16, -1] where used; -1 in the other lanes (no garbage). */
+  __mmask8 mid = (__mmask8)(~(small | sat | nan));
+  __m512d aa = _mm512_mask_mov_pd(_mm512_set1_pd(-1.0), mid,
+                                  negate8_where(0xff, _mm512_mul_pd(a, a)));
+  __m512d e = _mm512_sub_pd(_mm512_set1_pd(1.0), _mm512_mul_pd(exp_normal8(aa), acc));
+  __m512d r = negate8_where(neg, e);
+  r = _mm512_mask_mov_pd(r, sat, negate8_where(neg, _mm512_set1_pd(1.0)));
+  r = _mm512_mask_mov_pd(r, small, s);
+  store8(out, r, nan, in, dl_erff);
+}
+
+/* f8 over in[0..n-1], eight at a time; a short tail through a zero-padded
+ * copy. */
+static DL_FMATH_AVX512 void over_array(void (*f8)(const float *, float *), const float *in,
+                                       float *out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) f8(in + i, out + i);
+  if (i < n) {
+    float x[8] = {0}, y[8];
+    memcpy(x, in + i, (size_t)(n - i) * sizeof *x);
+    f8(x, y);
+    memcpy(out + i, y, (size_t)(n - i) * sizeof *y);
+  }
+}
+
+static bool have_avx512(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+#else
+
+static bool have_avx512(void) { return false; }
+static void expf8(const float *in, float *out) { (void)in, (void)out; }
+static void erff8(const float *in, float *out) { (void)in, (void)out; }
+static void over_array(void (*f8)(const float *, float *), const float *in, float *out, int64_t n) {
+  (void)f8, (void)in, (void)out, (void)n;
+}
+
+#endif
+
+void dl_expf_n(const float *in, float *out, int64_t n) {
+  if (n > 0 && have_avx512()) {
+    over_array(expf8, in, out, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) out[i] = dl_expf(in[i]);
+}
+
+void dl_erff_n(const float *in, float *out, int64_t n) {
+  if (n > 0 && have_avx512()) {
+    over_array(erff8, in, out, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) out[i] = dl_erff(in[i]);
 }

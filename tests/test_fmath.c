@@ -13,7 +13,9 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fmath.h"
@@ -75,8 +77,7 @@ static void check_float_point(error_stats *st, const char *name, float_fn f, dou
 
 /* n evenly spaced points in [lo, hi], then every 4099th float bit pattern
  * (4099 is odd: every exponent and low mantissa bits are covered). */
-static void sweep_float(const char *name, float_fn f, double_fn ref, double lo, double hi,
-                        int n) {
+static void sweep_float(const char *name, float_fn f, double_fn ref, double lo, double hi, int n) {
   error_stats st = {0};
   for (int i = 0; i < n; i++)
     check_float_point(&st, name, f, ref, (float)(lo + (hi - lo) * i / (n - 1)));
@@ -283,6 +284,74 @@ static void outputs_have_fixed_bits(void **state) {
   assert_int_equal(mismatches, 0);
 }
 
+/* dl_expf_n and dl_erff_n against dl_expf and dl_erff, bit for bit: every
+ * 251st float bit pattern (odd, so every exponent and low mantissa bits),
+ * NaNs and infinities included, in chunks of odd lengths (the 8-lane loop
+ * and its scalar tail), then the dense ranges that softmax, cross-entropy
+ * and GELU use; in place once. DL_FMATH_EXHAUSTIVE=1 checks every float
+ * (about a minute). */
+enum { CHUNK = 4093 };
+
+static int64_t array_mismatches(void (*fn_n)(const float *, float *, int64_t), float (*fn)(float),
+                                const float *x, int64_t n) {
+  static float y[CHUNK], inplace[CHUNK];
+  static bool reported;
+  int64_t bad = 0;
+  fn_n(x, y, n);
+  memcpy(inplace, x, (size_t)n * sizeof *x);
+  fn_n(inplace, inplace, n);
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t want = bits_of(fn(x[i]));
+    if (bits_of(y[i]) != want || bits_of(inplace[i]) != want) {
+      if (!reported)
+        print_message("first mismatch at %a: %a (in place %a), scalar %a\n", (double)x[i],
+                      (double)y[i], (double)inplace[i], (double)fn(x[i]));
+      reported = true;
+      bad++;
+    }
+  }
+  return bad;
+}
+
+static void array_functions_equal_scalar(void **state) {
+  (void)state;
+  const char *env = getenv("DL_FMATH_EXHAUSTIVE");
+  const uint64_t stride = env && *env == '1' ? 1 : 251;
+  static float x[CHUNK];
+  int64_t bad_exp = 0, bad_erf = 0, count = 0, n = 0;
+  int64_t len = 1; /* chunk lengths 1, 2, ... 17, then CHUNK */
+  for (uint64_t u = 0; u <= 0xffffffffULL; u += stride) {
+    x[n++] = float_of((uint32_t)u);
+    if (n == len || u + stride > 0xffffffffULL) {
+      bad_exp += array_mismatches(dl_expf_n, dl_expf, x, n);
+      bad_erf += array_mismatches(dl_erff_n, dl_erff, x, n);
+      count += n;
+      n = 0;
+      len = len < 17 ? len + 1 : CHUNK;
+    }
+  }
+  /* Dense: 2^20 evenly spaced points of [-104, 0] (softmax and
+   * cross-entropy's exp(x - max)) and of [-6, 6] (GELU's erf and exp). */
+  for (int part = 0; part < 2; part++) {
+    for (int64_t base = 0; base < (1 << 20); base += CHUNK) {
+      for (int64_t i = 0; i < CHUNK; i++) {
+        double t = (double)(base + i) / (1 << 20);
+        x[i] = part == 0 ? (float)(-104.0 * t) : (float)(-6.0 + 12.0 * t);
+      }
+      bad_exp += array_mismatches(dl_expf_n, dl_expf, x, CHUNK);
+      bad_erf += array_mismatches(dl_erff_n, dl_erff, x, CHUNK);
+      count += CHUNK;
+    }
+  }
+  print_message("expf_n, erff_n: %lld inputs (stride %llu), %lld and %lld differ from the "
+                "scalar functions\n",
+                (long long)count, (unsigned long long)stride, (long long)bad_exp,
+                (long long)bad_erf);
+  assert_int_equal(bad_exp, 0);
+  assert_int_equal(bad_erf, 0);
+  dl_expf_n(x, x, 0); /* n = 0 touches nothing */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(expf_within_one_ulp),
@@ -296,6 +365,7 @@ int main(void) {
       cmocka_unit_test(double_exp_and_log_within_one_ulp),
       cmocka_unit_test(cospi_is_accurate),
       cmocka_unit_test(outputs_have_fixed_bits),
+      cmocka_unit_test(array_functions_equal_scalar),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
