@@ -10,10 +10,10 @@
 #include <stdint.h>
 
 float dl_expf(float x);
-float dl_logf(float x);  /* log(0) = -inf, log(<0) = NaN */
+float dl_logf(float x); /* log(0) = -inf, log(<0) = NaN */
 float dl_tanhf(float x);
 float dl_erff(float x);
-float dl_sinf(float x);  /* for Box-Muller; |x| <= 2*pi is the range used */
+float dl_sinf(float x); /* for Box-Muller; |x| <= 2*pi is the range used */
 float dl_cosf(float x);
 /* out[i] = dl_expf(in[i]) and out[i] = dl_erff(in[i]) for 0 <= i < n, the
  * same bits, for loops over rows (softmax, cross-entropy, GELU): on a CPU
