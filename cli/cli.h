@@ -35,6 +35,8 @@ bool cli_stdout_is_tty(void);
 int cli_scratch_make(char *out, size_t len);
 void cli_scratch_remove(void);
 int cli_signals_start(void);
+/* Ends the signal thread, if started (main, when the command returns). */
+void cli_signals_stop(void);
 
 /* This machine's environment fingerprint as JSON (for the reports), or NULL. */
 const char *cli_env_json(void);

@@ -30,6 +30,7 @@ static int command(int argc, char **argv);
  * crashes on (engine/h5.h): the exit code is kept by leaving with _exit. */
 int main(int argc, char **argv) {
   int code = command(argc, argv);
+  cli_signals_stop();
   if (dl_h5_close_failed()) {
     fflush(stdout);
     fflush(stderr);

@@ -112,16 +112,28 @@ static void *wait_for_signal(void *arg) {
   return NULL;
 }
 
+static pthread_t waiter;
+static bool waiting;
+
 int cli_signals_start(void) {
   sigset_t set = waited = stopping_signals();
-  pthread_t t;
   /* Blocked here, before any other thread starts (ranks, MPI's), so that
    * all of them inherit the mask and only the waiting thread takes them. */
   if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0 ||
-      pthread_create(&t, NULL, wait_for_signal, NULL) != 0) {
+      pthread_create(&waiter, NULL, wait_for_signal, NULL) != 0) {
     fprintf(stderr, "dlcheck: cannot set up signal handling\n");
     return EXIT_ENVIRONMENT;
   }
-  pthread_detach(t);
+  waiting = true;
   return -1;
+}
+
+/* sigwait is a cancellation point: the waiting thread ends there and is
+ * joined, so that nothing of it outlives the command (valgrind counts a
+ * detached thread's stack as possibly lost). The signals stay blocked. */
+void cli_signals_stop(void) {
+  if (!waiting) return;
+  pthread_cancel(waiter);
+  pthread_join(waiter, NULL);
+  waiting = false;
 }
