@@ -180,51 +180,50 @@ static void describe_env_change(const char *golden_env, dlc_verdict *v) {
 
 /* The reference run against the golden: bitwise on the CPU backend (the
  * engine promises it), else the tolerance recorded in the golden. */
-static dl_status compare_golden(const dlc_scenario *s, const char *path, dlc_scenario_result *r) {
-  dlc_verdict_init(&r->golden, "golden", "", "");
+static void drop_golden(dlc_scenario_result *r) {
+  free(r->golden_trace);
+  r->golden_trace = NULL;
+  free(r->envelope);
+  r->envelope = NULL;
+}
+
+/* The golden at path into r (*loaded). Only a golden that is not there is
+ * "no golden"; one that cannot be read (damaged, a folder, unreadable) is
+ * an error on the golden line, returned. */
+static dl_status load_golden(const dlc_scenario *s, const char *path, dlc_scenario_result *r,
+                             dlc_golden_meta *meta, bool *loaded) {
+  *loaded = false;
   r->golden_trace = calloc(1, sizeof *r->golden_trace);
-  if (!r->golden_trace) return dl_fail(DL_ERR_NOMEM, "out of memory for the golden trace");
-  static _Thread_local dlc_golden_meta meta; /* 14 KiB: off the stack */
   r->envelope = calloc(1, sizeof *r->envelope);
-  if (!r->envelope) return dl_fail(DL_ERR_NOMEM, "out of memory for the golden's envelope");
-  /* Only a golden that is not there is "no golden"; one that cannot be read
-   * (damaged, a folder, unreadable) is an error on the golden line. */
+  if (!r->golden_trace || !r->envelope) {
+    drop_golden(r);
+    return dl_fail(DL_ERR_NOMEM, "out of memory for the golden trace of %s", s->name);
+  }
   struct stat sb;
-  bool absent = stat(path, &sb) != 0 && errno == ENOENT;
-  dl_status st = absent ? DL_ERR_IO : dlc_golden_load(path, r->golden_trace, &meta, r->envelope);
-  if (absent) {
-    free(r->golden_trace);
-    r->golden_trace = NULL;
-    free(r->envelope);
-    r->envelope = NULL;
+  if (stat(path, &sb) != 0 && errno == ENOENT) {
+    drop_golden(r);
     r->golden.kind = DLC_ERROR;
     snprintf(r->golden.evidence, sizeof r->golden.evidence,
              "no golden file %s: record one with `dlcheck record %s`", path, s->dir);
     return DL_OK;
   }
-  if (st) { /* a golden that exists but cannot be read is bad input, not a skip */
-    free(r->golden_trace);
-    r->golden_trace = NULL;
-    free(r->envelope);
-    r->envelope = NULL;
+  r->golden_present = true;
+  dl_status st = dlc_golden_load(path, r->golden_trace, meta, r->envelope);
+  if (st) {
+    drop_golden(r);
     st = dl_fail_context(st, "golden of %s: ", s->name);
-    r->golden_present = true;
     r->golden.kind = DLC_ERROR;
     snprintf(r->golden.evidence, sizeof r->golden.evidence, "%s", dl_last_error());
     return st;
   }
-  r->golden_present = true;
   snprintf(r->golden_trace->run, sizeof r->golden_trace->run, "golden");
-  if (r->envelope->repeats == 0) {
-    free(r->envelope);
-    r->envelope = NULL;
-  } else {
-    /* A calibrated golden: the run must lie in the repeats' envelope. */
-    st = dlc_envelope_check(r->envelope, r->golden_trace, &r->traces[0], &r->golden);
-    if (!st && r->golden.kind != DLC_PASS) describe_env_change(meta.env_json, &r->golden);
-    return st;
-  }
-  /* The golden is the reference: the equivalence check's a. */
+  *loaded = true;
+  return DL_OK;
+}
+
+/* A single golden: the equivalence check with the golden as reference (its
+ * a), bitwise on the CPU, the golden's recorded rule on other backends. */
+static void compare_single(const dlc_golden_meta *meta, dlc_scenario_result *r) {
   dlc_check_spec spec = {.name = "golden",
                          .kind = "equivalence",
                          .a = "golden",
@@ -232,17 +231,31 @@ static dl_status compare_golden(const dlc_scenario *s, const char *path, dlc_sce
                          .quantities = {"loss", "grad_norm", "params", "buffers"}};
   snprintf(spec.b, sizeof spec.b, "%s", r->traces[0].run);
   spec.tol = dlc_tolerance_bitwise();
-  const char *rule = dlc_golden_meta_tol(&meta, "params");
+  const char *rule = dlc_golden_meta_tol(meta, "params");
   if (strcmp(r->traces[0].backend, "cpu") != 0 && rule && dlc_tolerance_parse(rule, &spec.tol))
     spec.tol = dlc_tolerance_default(DL_F32);
   dlc_trace pair[2] = {r->traces[0], *r->golden_trace};
-  st = dlc_check_equivalence(&spec, pair, 2, &r->golden);
-  if (st) {
+  if (dlc_check_equivalence(&spec, pair, 2, &r->golden)) {
     r->golden.kind = DLC_ERROR;
     snprintf(r->golden.evidence, sizeof r->golden.evidence, "%s", dl_last_error());
   }
-  if (r->golden.kind != DLC_PASS) describe_env_change(meta.env_json, &r->golden);
-  return DL_OK;
+}
+
+static dl_status compare_golden(const dlc_scenario *s, const char *path, dlc_scenario_result *r) {
+  dlc_verdict_init(&r->golden, "golden", "", "");
+  static _Thread_local dlc_golden_meta meta; /* 14 KiB: off the stack */
+  bool loaded;
+  dl_status st = load_golden(s, path, r, &meta, &loaded);
+  if (st || !loaded) return st;
+  if (r->envelope->repeats == 0) { /* a single golden */
+    free(r->envelope);
+    r->envelope = NULL;
+    compare_single(&meta, r);
+  } else { /* a calibrated golden: the run must lie in the repeats' envelope */
+    st = dlc_envelope_check(r->envelope, r->golden_trace, &r->traces[0], &r->golden);
+  }
+  if (!st && r->golden.kind != DLC_PASS) describe_env_change(meta.env_json, &r->golden);
+  return st;
 }
 
 /* A copy of a regular file, written atomically (never through a link at
