@@ -16,7 +16,9 @@ environment: bench/run.sh sets LD_LIBRARY_PATH for a PyPI venv), and sends
 them the same commands in turn. Per (model, threads): calibrated once so a
 run takes about S seconds (default 1.0), then R rounds (default 3); each
 round runs engine and PyTorch alternately at every thread count, the order
-reversed every other round. Steps/s is the median over the rounds.
+reversed every other round. Steps/s is the median over the rounds. A
+PyTorch run stops after 3x the calibrated time (its 2-thread steps can
+collapse on a busy machine); the engine always runs its calibrated steps.
 Ratio: the engine's best thread setting over PyTorch's best. Bitwise: every
 engine run of a model trains the same steps from the same initial
 parameters, so the digests of its final parameters must all be equal, at 1
@@ -68,10 +70,13 @@ def flops_per_step(family, p):
 class Server:
     """One `--serve` process; ask() sends a command and returns its words."""
 
-    def __init__(self, name, argv, env=None):
+    started = []  # killed at exit if still running (an error, ^C)
+
+    def __init__(self, name, argv):
         self.name = name
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, bufsize=1, env=env)
+                                     text=True, bufsize=1)
+        Server.started.append(self)
 
     def ask(self, command):
         self.proc.stdin.write(command + "\n")
@@ -153,7 +158,11 @@ def main(argv):
             if r % 2:
                 order.reverse()
             for t, s in order:
-                w = s.ask(f"train {family} {params} {t} {warm[s.name]} {steps[s.name]}")
+                # PyTorch's runs stop after 3x the calibrated time: with a
+                # busy machine its 2-thread OpenMP steps can take 10-100x
+                # its 1-thread ones (threads wait at barriers for a core).
+                cap = "" if s is engine else f" {3 * a.seconds:g}"
+                w = s.ask(f"train {family} {params} {t} {warm[s.name]} {steps[s.name]}{cap}")
                 rate[(s.name, t)].append(int(w[4]) / float(w[5]))
                 if s is engine:
                     digests.add(w[8])
@@ -186,11 +195,16 @@ def main(argv):
             line += "".join(f" {med[(tch.name, t)]:9.1f}" for t in ts)
             ratio = eng_best / max(med[(tch.name, t)] for t in ts)
             line += f" {ratio:6.2f}x {('met' if ratio >= target else 'BELOW'):>6}"
-        line += f" {'yes' if bitwise else 'NO':>7} {100 * max(spread.values()):5.0f}%"
+        # the spread of the cells the ratios use: each side's best setting
+        best_cells = [max(((n, t) for t in ts), key=lambda k: med[k])
+                      for n in ["engine"] + [tch.name for tch in torches]]
+        line += f" {'yes' if bitwise else 'NO':>7}"
+        line += f" {100 * max(spread[k] for k in best_cells):5.0f}%"
         print(line)
     print("# ratioN: the engine's best thread setting over torchN's best (steps/s);"
           " target 2x at x1, 1x at x4 and x16")
-    print("# spread: largest (max - min) / median over the rounds of any cell of the row")
+    print("# spread: largest (max - min) / median over the rounds of the cells the ratios use"
+          " (each side's best thread setting)")
 
     if not a.no_kernels:
         kernels(a, engine, torches)
@@ -258,3 +272,7 @@ if __name__ == "__main__":
     except RuntimeError as e:
         print(f"scaling.py: {e}", file=sys.stderr)
         sys.exit(3)
+    finally:
+        for server in Server.started:
+            if server.proc.poll() is None:
+                server.proc.kill()

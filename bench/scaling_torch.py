@@ -6,8 +6,11 @@ answered the same way (bench/scaling.py runs both, interleaved).
   scaling_torch.py [--fixtures DIR] --serve      (one command a line on stdin)
   scaling_torch.py [--fixtures DIR] COMMAND...
 
-  train mlp H | cnn C1,C2 | gpt E,L,HEADS,T,V,B  THREADS WARMUP STEPS
+  train mlp H | cnn C1,C2 | gpt E,L,HEADS,T,V,B  THREADS WARMUP STEPS [MAX_SECONDS]
       -> train FAMILY PARAMS THREADS STEPS SECONDS CPU_SECONDS LOSS -
+     (MAX_SECONDS: warm-up and timed steps each stop after that long; STEPS
+     in the answer is the number done. The engine has no such limit: its
+     digests must come from the same steps.)
   gemm M N K THREADS SECONDS     -> gemm M N K THREADS GFLOPS (best repetition)
   conv N C O H W THREADS SECONDS -> conv N C O H W THREADS MS (best fwd + bwd)
   info                           -> info VERSION BLAS ...
@@ -107,19 +110,29 @@ class Trainer:
         return loss
 
 
-def cmd_train(family, ptext, threads, warmup, steps, fixtures):
+def cmd_train(family, ptext, threads, warmup, steps, fixtures, max_seconds=None):
+    """`warmup` steps, then `steps` timed ones; with max_seconds, each of the
+    two stops early after that long (at least 3 timed steps), and the line
+    gives the steps done."""
     p = [int(v) for v in ptext.split(",")]
     torch.set_num_threads(threads)
     x, y = dataset(family, p, fixtures)
     t = Trainer(family, p, x, y)
+    limit = float("inf") if max_seconds is None else max_seconds
+    t0 = time.perf_counter()
     for _ in range(warmup):
         t.step()
+        if time.perf_counter() - t0 > limit:
+            break
     t0, c0 = time.perf_counter(), time.process_time()
-    loss = None
-    for _ in range(steps):
+    loss, done = None, 0
+    while done < steps:
         loss = t.step()
+        done += 1
+        if done >= 3 and time.perf_counter() - t0 > limit:
+            break
     secs, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return (f"train {family} {ptext} {threads} {steps} {secs:.6f} {cpu:.6f} "
+    return (f"train {family} {ptext} {threads} {done} {secs:.6f} {cpu:.6f} "
             f"{loss.item() if loss is not None else float('nan'):.6f} -")
 
 
@@ -173,8 +186,9 @@ def info():
 
 def run(words, fixtures):
     cmd = words[0] if words else ""
-    if cmd == "train" and len(words) == 6:
-        return cmd_train(words[1], words[2], int(words[3]), int(words[4]), int(words[5]), fixtures)
+    if cmd == "train" and len(words) in (6, 7):
+        return cmd_train(words[1], words[2], int(words[3]), int(words[4]), int(words[5]), fixtures,
+                         float(words[6]) if len(words) == 7 else None)
     if cmd == "gemm" and len(words) == 6:
         return cmd_gemm(*[int(v) for v in words[1:5]], float(words[5]))
     if cmd == "conv" and len(words) == 8:
