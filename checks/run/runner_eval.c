@@ -12,10 +12,20 @@
 
 typedef struct eval_result {
   double correct, count; /* doubles: they go through a float allreduce */
+  double loss;           /* sum of the targets' cross-entropy (natural log) */
   double *hist;          /* classes */
   dl_tensor first;       /* outputs of the first batch, if asked */
   int64_t peak;          /* bytes above the start of the pass */
 } eval_result;
+
+/* -log softmax(o)[t] over C logits, in double (the held-out loss). */
+static double cross_entropy(const float *o, int64_t C, int32_t t) {
+  double m = o[0];
+  for (int64_t k = 1; k < C; k++) m = o[k] > m ? o[k] : m;
+  double z = 0;
+  for (int64_t k = 0; k < C; k++) z += exp((double)o[k] - m);
+  return log(z) + m - (double)o[t];
+}
 
 static void score(const dl_tensor *out, const dl_tensor *y, int64_t rows, eval_result *res) {
   int64_t C = out->shape[out->ndim - 1];
@@ -29,6 +39,7 @@ static void score(const dl_tensor *out, const dl_tensor *y, int64_t rows, eval_r
     res->hist[best] += 1;
     res->correct += best == t;
     res->count += 1;
+    if (t >= 0 && t < C) res->loss += cross_entropy(o, C, t);
   }
 }
 
@@ -112,8 +123,8 @@ static double max_abs_diff(const float *a, const float *b, int64_t n) {
 
 static dl_status record_eval(dlc_rank *r, eval_result *res, eval_result *again, eval_result *ref,
                              double buf_change) {
-  float sums[2] = {(float)res->correct, (float)res->count};
-  DL_TRY(dl_comm_allreduce_sum(r->comm, sums, 2));
+  float sums[3] = {(float)res->correct, (float)res->count, (float)res->loss};
+  DL_TRY(dl_comm_allreduce_sum(r->comm, sums, 3));
   if (r->rank != 0) return DL_OK;
   dlc_trace *t = r->sh->trace;
   double local = res->count ? res->correct / res->count : 0;
@@ -122,6 +133,7 @@ static dl_status record_eval(dlc_rank *r, eval_result *res, eval_result *again, 
   DL_TRY(dlc_trace_set_metric(t, "eval_accuracy", reported));
   DL_TRY(dlc_trace_set_metric(t, "eval_accuracy_global", global));
   DL_TRY(dlc_trace_set_metric(t, "eval_metric_gap", fabs(reported - global)));
+  DL_TRY(dlc_trace_set_metric(t, "eval_loss", sums[1] > 0 ? (double)sums[2] / sums[1] : 0));
   DL_TRY(dlc_trace_set_metric(t, "inference_buffer_change", buf_change));
   double rep = again->first.data
                    ? max_abs_diff(dl_f32(&res->first), dl_f32(&again->first), res->first.numel)
