@@ -29,13 +29,9 @@ static float relu_f(float x) { return x < 0.0f ? 0.0f : x; }
 /* Gradient from the output, 0 at x == 0, like threshold_backward(dy, y, 0). */
 static float relu_grad(float dy, float y) { return y > 0.0f ? dy : 0.0f; }
 
-static float gelu_erf_f(float x) { return x * 0.5f * (1.0f + dl_erff(x * kSqrt1_2)); }
-/* d/dx [x * Phi(x)] = Phi(x) + x * phi(x) */
-static float gelu_erf_grad(float dy, float x) {
-  float cdf = 0.5f * (1.0f + dl_erff(x * kSqrt1_2));
-  float pdf = kInvSqrt2Pi * dl_expf(x * x * -0.5f);
-  return dy * (cdf + x * pdf);
-}
+/* GELU, erf form: x * Phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2)); its
+ * derivative Phi(x) + x * phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+ * Computed a block at a time (gelu_erf_loop, gelu_erf_grad_loop). */
 
 static float gelu_tanh_f(float x) {
   float inner = kSqrt2OverPi * (x + kKappa * (x * x * x));
@@ -85,6 +81,40 @@ static void relu_grad_loop(const float *restrict dy, const float *restrict y, fl
   for (; i < n; i++) dx[i] = relu_grad(dy[i], y[i]);
 }
 
+/* GELU (erf form) over blocks: erf and exp of a block at once
+ * (dl_erff_n, dl_expf_n: the scalar functions' bits, several lanes at a
+ * time), then the float expressions of the formulas above. */
+enum { GELU_BLOCK = 256 };
+
+static void gelu_erf_loop(const float *restrict x, float *restrict y, int64_t n) {
+  float e[GELU_BLOCK];
+  for (int64_t i0 = 0; i0 < n; i0 += GELU_BLOCK) {
+    int64_t m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
+    for (int64_t i = 0; i < m; i++) e[i] = x[i0 + i] * kSqrt1_2;
+    dl_erff_n(e, e, m);
+    for (int64_t i = 0; i < m; i++) y[i0 + i] = x[i0 + i] * 0.5f * (1.0f + e[i]);
+  }
+}
+
+static void gelu_erf_grad_loop(const float *restrict dy, const float *restrict x,
+                               float *restrict dx, int64_t n) {
+  float e[GELU_BLOCK], g[GELU_BLOCK];
+  for (int64_t i0 = 0; i0 < n; i0 += GELU_BLOCK) {
+    int64_t m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
+    for (int64_t i = 0; i < m; i++) {
+      e[i] = x[i0 + i] * kSqrt1_2;
+      g[i] = x[i0 + i] * x[i0 + i] * -0.5f;
+    }
+    dl_erff_n(e, e, m);
+    dl_expf_n(g, g, m);
+    for (int64_t i = 0; i < m; i++) {
+      float cdf = 0.5f * (1.0f + e[i]);
+      float pdf = kInvSqrt2Pi * g[i];
+      dx[i0 + i] = dy[i0 + i] * (cdf + x[i0 + i] * pdf);
+    }
+  }
+}
+
 static void act_forward_range(void *p, int64_t begin, int64_t end) {
   const act_job *j = p;
   const float *restrict x = j->in + begin;
@@ -92,9 +122,7 @@ static void act_forward_range(void *p, int64_t begin, int64_t end) {
   const int64_t n = end - begin;
   switch (j->kind) {
   case ACT_RELU: relu_loop(x, y, n); break;
-  case ACT_GELU_ERF:
-    for (int64_t i = 0; i < n; i++) y[i] = gelu_erf_f(x[i]);
-    break;
+  case ACT_GELU_ERF: gelu_erf_loop(x, y, n); break;
   case ACT_GELU_TANH:
     for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_f(x[i]);
     break;
@@ -111,9 +139,7 @@ static void act_backward_range(void *p, int64_t begin, int64_t end) {
   const int64_t n = end - begin;
   switch (j->kind) {
   case ACT_RELU: relu_grad_loop(dy, s, dx, n); break;
-  case ACT_GELU_ERF:
-    for (int64_t i = 0; i < n; i++) dx[i] = gelu_erf_grad(dy[i], s[i]);
-    break;
+  case ACT_GELU_ERF: gelu_erf_grad_loop(dy, s, dx, n); break;
   case ACT_GELU_TANH:
     for (int64_t i = 0; i < n; i++) dx[i] = gelu_tanh_grad(dy[i], s[i]);
     break;

@@ -223,11 +223,10 @@ static void softmax_rows(const attn_job *j, float *p) {
     const int64_t nv = visible(j, i);
     float mx = row[0];
     for (int64_t k = 1; k < nv; k++) mx = row[k] > mx ? row[k] : mx;
+    for (int64_t k = 0; k < nv; k++) row[k] -= mx;
+    dl_expf_n(row, row, nv);
     double sum = 0.0;
-    for (int64_t k = 0; k < nv; k++) {
-      row[k] = dl_expf(row[k] - mx);
-      sum += row[k];
-    }
+    for (int64_t k = 0; k < nv; k++) sum += row[k];
     const float inv = 1.0f / (float)sum;
     for (int64_t k = 0; k < nv; k++) row[k] *= inv;
     for (int64_t k = nv; k < t; k++) row[k] = 0.0f;
