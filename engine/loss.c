@@ -4,6 +4,7 @@
 #include "half.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *dl_reduction_name(dl_reduction r) {
@@ -59,14 +60,16 @@ typedef struct ce_row {
   int64_t classes;
   int half;
   float max;     /* max_c z[c] */
-  double sum;    /* sum_c exp(z[c] - max) */
+  float *e;      /* exp(z[c] - max), every c (scratch of `classes`) */
+  double sum;    /* sum_c e[c], in order */
   double logsum; /* log(sum) */
 } ce_row;
 
 static float ce_logit(const ce_row *r, int64_t c) { return to_half(r->z[c], r->half); }
 
-static void ce_row_init(ce_row *r, const float *z, int64_t classes, int half) {
+static void ce_row_init(ce_row *r, const float *z, int64_t classes, int half, float *e) {
   r->z = z;
+  r->e = e;
   r->classes = classes;
   r->half = half;
   r->max = ce_logit(r, 0);
@@ -74,8 +77,10 @@ static void ce_row_init(ce_row *r, const float *z, int64_t classes, int half) {
     float v = ce_logit(r, c);
     if (v > r->max || isnan(v)) r->max = v; /* NaN propagates, as torch.max */
   }
+  for (int64_t c = 0; c < classes; c++) e[c] = ce_logit(r, c) - r->max;
+  dl_expf_n(e, e, classes); /* dl_expf's bits, several at a time */
   r->sum = 0.0;
-  for (int64_t c = 0; c < classes; c++) r->sum += (double)dl_expf(ce_logit(r, c) - r->max);
+  for (int64_t c = 0; c < classes; c++) r->sum += (double)e[c];
   r->logsum = dl_log(r->sum);
 }
 
@@ -86,7 +91,7 @@ static double ce_logp(const ce_row *r, int64_t c) {
 
 static double ce_prob(const ce_row *r, int64_t c) {
   if (r->half) return (double)to_half(dl_expf((float)ce_logp(r, c)), r->half);
-  return (double)dl_expf(ce_logit(r, c) - r->max) / r->sum;
+  return (double)r->e[c] / r->sum;
 }
 
 /* loss_r = (1 - eps) * nll + (eps / C) * sum_c(-logp[c]). */
@@ -204,7 +209,15 @@ dl_status dl_cross_entropy(const dl_ce_desc *d, const dl_tensor *logits, const d
   DL_TRY(ce_check_shapes(logits, targets, d->row_weight));
   int64_t classes = logits->shape[logits->ndim - 1], count;
   DL_TRY(ce_count_targets(targets, classes, d->ignore_index, &count));
-  DL_TRY(ce_alloc_outputs(logits, targets, per_row, dlogits));
+  float *e = malloc((size_t)classes * sizeof *e);
+  if (!e)
+    return dl_fail(DL_ERR_NOMEM, "cross_entropy: out of memory for a row of %lld classes",
+                   (long long)classes);
+  dl_status st = ce_alloc_outputs(logits, targets, per_row, dlogits);
+  if (st != DL_OK) {
+    free(e);
+    return st;
+  }
 
   const int32_t *t = dl_i32(targets);
   const float *w = d->row_weight ? dl_f32(d->row_weight) : NULL;
@@ -218,13 +231,14 @@ dl_status dl_cross_entropy(const dl_ce_desc *d, const dl_tensor *logits, const d
       continue; /* dz stays zero */
     }
     ce_row row;
-    ce_row_init(&row, dl_f32(logits) + r * classes, classes, d->half_dtype);
+    ce_row_init(&row, dl_f32(logits) + r * classes, classes, d->half_dtype, e);
     double wr = w ? (double)w[r] : 1.0;
     double row_loss = ce_row_loss(&row, t[r], eps);
     total += wr * row_loss;
     if (per_row) dl_f32(per_row)[r] = (float)row_loss;
     if (dz) ce_row_grad(&row, t[r], eps, wr * norm * (double)d->grad_scale, dz);
   }
+  free(e);
   /* 0/0 = NaN when every row is ignored, as PyTorch's mean. */
   double reduced = d->reduction == DL_REDUCTION_MEAN ? total / (double)count : total;
   *loss = to_half((float)reduced, d->half_dtype);
