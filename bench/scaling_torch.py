@@ -39,7 +39,7 @@ GPT_PERIOD = 8
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
 sys.path.insert(0, os.path.join(FIXTURES, "pytorch"))
 from make_reference import tiny_gpt  # noqa: E402 -- the GPT test_conformance.c checks
-from torch_train import cnn, mlp  # noqa: E402 -- bench_train's models, sizes as arguments
+from torch_train import cnn, mlp, set_threads  # noqa: E402 -- bench_train's models
 M64 = (1 << 64) - 1
 
 
@@ -115,7 +115,7 @@ def cmd_train(family, ptext, threads, warmup, steps, fixtures, max_seconds=None)
     two stops early after that long (at least 3 timed steps), and the line
     gives the steps done."""
     p = [int(v) for v in ptext.split(",")]
-    torch.set_num_threads(threads)
+    set_threads(threads)
     x, y = dataset(family, p, fixtures)
     t = Trainer(family, p, x, y)
     limit = float("inf") if max_seconds is None else max_seconds
@@ -153,7 +153,7 @@ def rand(*shape, seed):
 
 
 def cmd_gemm(m, n, k, threads, seconds):
-    torch.set_num_threads(threads)
+    set_threads(threads)
     a, b, c = rand(m, k, seed=1), rand(k, n, seed=2), torch.empty(m, n)
     with torch.no_grad():
         best = best_time(lambda: torch.matmul(a, b, out=c), seconds)
@@ -161,7 +161,7 @@ def cmd_gemm(m, n, k, threads, seconds):
 
 
 def cmd_conv(n, c, o, h, w, threads, seconds):
-    torch.set_num_threads(threads)
+    set_threads(threads)
     torch.manual_seed(0)
     conv = nn.Conv2d(c, o, 3, padding=1)
     x = rand(n, c, h, w, seed=4).requires_grad_(True)

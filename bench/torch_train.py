@@ -10,7 +10,7 @@ steps/s next to PyTorch's.
 
 Batch 64 from shuffled epochs (last short batch dropped), CrossEntropyLoss,
 SGD lr 0.05 momentum 0.9, zero_grad(set_to_none=True) every step. For each
-thread count (torch.set_num_threads): a fresh model, 20 warm-up steps, then
+thread count (torch.set_num_threads, and OpenBLAS's): a fresh model, 20 warm-up steps, then
 timed steps: about 2.5 s for the first thread count, the same number of
 steps for the others (or --steps N).
 
@@ -21,6 +21,7 @@ Prints one line per config: model threads steps seconds steps/s cpu_ms/step
 (CPU time of the process, all threads, per step) loss.
 """
 import argparse
+import ctypes
 import os
 import sys
 import time
@@ -50,6 +51,19 @@ def cnn(c1=16, c2=32):
 
 
 MODELS = {"mlp": (mlp, "digits.h5"), "cnn": (cnn, "fashion_mnist.h5")}
+
+
+def set_threads(n):
+    """torch.set_num_threads(n), and OpenBLAS's count as well: a torch built
+    with BLAS_INFO=generic (Debian's, whose libblas is OpenBLAS) does not
+    pass it on, so its "1 thread" GEMMs ran on every core."""
+    torch.set_num_threads(n)
+    with open("/proc/self/maps") as maps:
+        libs = {line.split()[-1] for line in maps if "libopenblas" in line}
+    for lib in sorted(libs):
+        fn = getattr(ctypes.CDLL(lib), "openblas_set_num_threads", None)
+        if fn is not None:
+            fn(n)
 
 
 def load_train(path):
@@ -88,7 +102,7 @@ class Trainer:
 
 def run_config(make_model, x, y, threads, steps):
     """Warm-up, then `steps` timed steps (0: for TARGET_SECONDS)."""
-    torch.set_num_threads(threads)
+    set_threads(threads)
     t = Trainer(make_model, x, y)
     for _ in range(WARMUP_STEPS):
         t.step()
