@@ -13,7 +13,7 @@
  *   keys   the description fields a scenario file sets, DL_KEY(key, member)
  *          items in the order the schema lists them: the YAML key and the
  *          dl_layer_desc member it sets ("type" is implied). The engine
- *          never expands this column; checks/scenario/scenario.c gives each
+ *          never expands this column; checks/scenario/run_schema.c gives each
  *          member its YAML type and range (one line per member).
  *
  * layer.c builds its dispatch table from this list and cpu/kinds.h declares
