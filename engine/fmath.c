@@ -460,25 +460,36 @@ static DL_FMATH_AVX512 void erff8(const float *in, float *out) {
   __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(1.0), _CMP_LT_OQ);
   __mmask8 sat = _mm512_cmp_pd_mask(a, _mm512_set1_pd(4.0), _CMP_GE_OQ);
   __mmask8 tail = _mm512_cmp_pd_mask(a, _mm512_set1_pd(2.0), _CMP_GE_OQ);
-  __m512d s = _mm512_mul_pd(x, horner8(ERF_SMALL, 10, _mm512_mul_pd(x, x)));
-  /* horner(ERFC_MID, 13, a - 1.5) or horner(ERFC_TAIL, 13, a - 3.0). */
-  __m512d u = _mm512_mask_sub_pd(_mm512_sub_pd(a, _mm512_set1_pd(1.5)), tail, a,
-                                 _mm512_set1_pd(3.0));
-  __m512d acc = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[12]), tail,
-                                   _mm512_set1_pd(ERFC_TAIL[12]));
-  for (int c = 11; c >= 0; c--) {
-    __m512d coef = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[c]), tail,
-                                      _mm512_set1_pd(ERFC_TAIL[c]));
-    acc = _mm512_add_pd(_mm512_mul_pd(acc, u), coef);
+  __mmask8 mid = (__mmask8)(~(small | sat | nan)); /* 1 <= |x| < 4 */
+  /* Each range is computed only if a lane is in it (GELU's arguments are
+   * mostly below 1 and seldom beyond 2): the skipped lanes would be
+   * discarded, so the bits are the same either way. */
+  __m512d r = _mm512_setzero_pd();
+  if (mid) {
+    /* horner(ERFC_MID, 13, a - 1.5), or horner(ERFC_TAIL, 13, a - 3.0)
+     * in the lanes from 2 on (chosen per coefficient). */
+    __m512d u, acc;
+    if (tail & mid) {
+      u = _mm512_mask_sub_pd(_mm512_sub_pd(a, _mm512_set1_pd(1.5)), tail, a, _mm512_set1_pd(3.0));
+      acc = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[12]), tail, _mm512_set1_pd(ERFC_TAIL[12]));
+      for (int c = 11; c >= 0; c--) {
+        __m512d coef = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[c]), tail,
+                                          _mm512_set1_pd(ERFC_TAIL[c]));
+        acc = _mm512_add_pd(_mm512_mul_pd(acc, u), coef);
+      }
+    } else {
+      u = _mm512_sub_pd(a, _mm512_set1_pd(1.5));
+      acc = horner8(ERFC_MID, 13, u);
+    }
+    /* -(a*a) in [-16, -1] where used; -1 in the other lanes (no garbage). */
+    __m512d aa = _mm512_mask_mov_pd(_mm512_set1_pd(-1.0), mid,
+                                    negate8_where(0xff, _mm512_mul_pd(a, a)));
+    __m512d e = _mm512_sub_pd(_mm512_set1_pd(1.0), _mm512_mul_pd(exp_normal8(aa), acc));
+    r = negate8_where(neg, e);
   }
-  /* -(a*a) in [-16, -1] where used; -1 in the other lanes (no garbage). */
-  __mmask8 mid = (__mmask8)(~(small | sat | nan));
-  __m512d aa = _mm512_mask_mov_pd(_mm512_set1_pd(-1.0), mid,
-                                  negate8_where(0xff, _mm512_mul_pd(a, a)));
-  __m512d e = _mm512_sub_pd(_mm512_set1_pd(1.0), _mm512_mul_pd(exp_normal8(aa), acc));
-  __m512d r = negate8_where(neg, e);
   r = _mm512_mask_mov_pd(r, sat, negate8_where(neg, _mm512_set1_pd(1.0)));
-  r = _mm512_mask_mov_pd(r, small, s);
+  if (small)
+    r = _mm512_mask_mov_pd(r, small, _mm512_mul_pd(x, horner8(ERF_SMALL, 10, _mm512_mul_pd(x, x))));
   store8(out, r, nan, in, dl_erff);
 }
 
