@@ -156,78 +156,17 @@ static dl_status dataset_for(const arch *a, const char *fixtures, const dl_datas
 
 /* ---- training ------------------------------------------------------------ */
 
-typedef struct trainer {
-  dl_model *model;
-  dl_optim *optim;
-  const dl_dataset *ds;
-  dl_batch batch;
-  int64_t batch_size;
-  int64_t *order;
-  int64_t pos, epoch, step;
-  float lr;
-  float loss;
-} trainer;
-
-static void trainer_free(trainer *t) {
-  dl_optim_destroy(t->optim);
-  dl_model_destroy(t->model);
-  dl_batch_free(&t->batch);
-  free(t->order);
-  memset(t, 0, sizeof *t);
-}
-
-static dl_status trainer_init(trainer *t, const arch *a, const dl_dataset *ds) {
-  memset(t, 0, sizeof *t);
+/* The optimizer and batch of family a: AdamW (lr 1e-3) and a->p[5]
+ * sequences for the GPT, SGD momentum 0.9 (lr 0.05) and 64 images else. */
+static dl_status trainer_init(bench_trainer *t, const arch *a, const dl_dataset *ds) {
   dl_layer_desc d[MAX_LAYERS];
   int nl = build_layers(a, d);
   if (!nl) return dl_fail(DL_ERR_INVALID, "bad model %s", a->family);
   bool gpt = !strcmp(a->family, "gpt");
-  t->batch_size = gpt ? a->p[5] : IMG_BATCH;
-  if (ds->n < t->batch_size)
-    return dl_fail(DL_ERR_INVALID, "%s: fewer samples than one batch", ds->name);
-  t->ds = ds;
-  t->order = malloc((size_t)ds->n * sizeof *t->order);
-  if (!t->order) return dl_fail(DL_ERR_NOMEM, "out of memory for the epoch order");
-  t->pos = ds->n;
-  t->epoch = -1;
-  dl_status s = dl_batch_alloc(&t->batch, ds, t->batch_size);
-  if (s == DL_OK) s = dl_model_create(&t->model, d, nl, SEED);
-  if (s == DL_OK) {
-    dl_optim_desc od = dl_optim_default(gpt ? DL_OPTIM_ADAMW : DL_OPTIM_SGD);
-    if (!gpt) od.momentum = 0.9;
-    t->lr = gpt ? 1e-3f : 0.05f;
-    int n = dl_model_num_params(t->model);
-    dl_param **params = malloc((size_t)n * sizeof *params);
-    if (!params) s = dl_fail(DL_ERR_NOMEM, "out of memory for the parameter list");
-    for (int i = 0; params && i < n; i++) params[i] = dl_model_param(t->model, i);
-    if (s == DL_OK) s = dl_optim_create(&t->optim, &od, params, n);
-    free(params);
-  }
-  if (s != DL_OK) trainer_free(t);
-  return s;
-}
-
-static dl_status train_step(trainer *t) {
-  if (t->pos + t->batch_size > t->ds->n) {
-    t->epoch++;
-    dl_permutation(t->ds->n, SEED, t->epoch, t->order);
-    t->pos = 0;
-  }
-  DL_TRY(dl_dataset_gather(t->ds, t->order + t->pos, t->batch_size, &t->batch));
-  t->pos += t->batch_size;
-  dl_ctx ctx = {.grad_enabled = true, .seed = SEED, .step = t->step, .sample_ids = t->batch.ids};
-  dl_model_zero_grad(t->model);
-  const dl_tensor *logits;
-  DL_TRY(dl_model_forward(t->model, &ctx, &t->batch.x, &logits));
-  dl_ce_desc ce = dl_ce_default();
-  dl_tensor dlogits = {0};
-  dl_status s = dl_cross_entropy(&ce, logits, &t->batch.y, &t->loss, NULL, &dlogits);
-  if (s == DL_OK) s = dl_model_backward(t->model, &ctx, &dlogits);
-  dl_tensor_free(&dlogits);
-  dl_model_release(t->model);
-  if (s == DL_OK) s = dl_optim_step(t->optim, t->lr);
-  t->step++;
-  return s;
+  dl_optim_desc od = dl_optim_default(gpt ? DL_OPTIM_ADAMW : DL_OPTIM_SGD);
+  if (!gpt) od.momentum = 0.9;
+  return bench_trainer_init(t, a->family, d, nl, ds, gpt ? a->p[5] : IMG_BATCH, &od,
+                            gpt ? 1e-3f : 0.05f, SEED);
 }
 
 static dl_status cmd_train(const arch *a, int threads, int64_t warmup, int64_t steps,
@@ -235,19 +174,19 @@ static dl_status cmd_train(const arch *a, int threads, int64_t warmup, int64_t s
   DL_TRY(dl_set_num_threads(threads));
   const dl_dataset *ds;
   DL_TRY(dataset_for(a, fixtures, &ds));
-  trainer t;
+  bench_trainer t;
   DL_TRY(trainer_init(&t, a, ds));
   dl_status s = DL_OK;
-  for (int64_t i = 0; s == DL_OK && i < warmup; i++) s = train_step(&t);
+  for (int64_t i = 0; s == DL_OK && i < warmup; i++) s = bench_train_step(&t);
   double t0 = bench_clock_s(CLOCK_MONOTONIC), c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
-  for (int64_t i = 0; s == DL_OK && i < steps; i++) s = train_step(&t);
+  for (int64_t i = 0; s == DL_OK && i < steps; i++) s = bench_train_step(&t);
   double secs = bench_clock_s(CLOCK_MONOTONIC) - t0,
          cpu = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
   if (s == DL_OK)
     printf("train %s %s %d %lld %.6f %.6f %.6f %016llx\n", a->family, params_text, threads,
            (long long)steps, secs, cpu, (double)t.loss,
            (unsigned long long)bench_param_digest(t.model));
-  trainer_free(&t);
+  bench_trainer_free(&t);
   return s;
 }
 
@@ -400,12 +339,6 @@ static int run_command(int argc, char **argv, const char *fixtures) {
   return 3;
 }
 
-static void default_fixtures(char *out, size_t len) {
-  const char *self = __FILE__, *cut = strstr(self, "bench/bench_scaling.c");
-  if (cut) snprintf(out, len, "%.*sfixtures", (int)(cut - self), self);
-  else snprintf(out, len, "fixtures");
-}
-
 static const char USAGE[] =
     "usage: bench_scaling [--fixtures DIR] --serve       (commands on stdin)\n"
     "       bench_scaling [--fixtures DIR] COMMAND...\n"
@@ -415,7 +348,7 @@ static const char USAGE[] =
 
 int main(int argc, char **argv) {
   char fixtures[1024];
-  default_fixtures(fixtures, sizeof fixtures);
+  bench_default_fixtures(fixtures, sizeof fixtures);
   int i = 1;
   if (i + 1 < argc && !strcmp(argv[i], "--fixtures")) {
     snprintf(fixtures, sizeof fixtures, "%s", argv[i + 1]);

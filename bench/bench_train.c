@@ -76,81 +76,6 @@ static model_spec cnn_spec(void) {
   return s;
 }
 
-/* ---- training ------------------------------------------------------------ */
-
-typedef struct trainer {
-  dl_model *model;
-  dl_optim *optim;
-  const dl_dataset *ds;
-  dl_batch batch;
-  int64_t *order; /* this epoch's permutation */
-  int64_t pos;    /* next unread position in order */
-  int64_t epoch;
-  int64_t step;
-  float loss; /* of the last step */
-} trainer;
-
-static void trainer_free(trainer *t) {
-  dl_optim_destroy(t->optim);
-  dl_model_destroy(t->model);
-  dl_batch_free(&t->batch);
-  free(t->order);
-  memset(t, 0, sizeof *t);
-}
-
-static dl_status trainer_init(trainer *t, const model_spec *spec, const dl_dataset *ds) {
-  memset(t, 0, sizeof *t);
-  if (ds->n < BATCH)
-    return dl_fail(DL_ERR_INVALID, "%s: %lld samples, fewer than one batch of %d", ds->name,
-                   (long long)ds->n, BATCH);
-  t->ds = ds;
-  t->order = malloc((size_t)ds->n * sizeof *t->order);
-  if (!t->order) return dl_fail(DL_ERR_NOMEM, "out of memory for the %s epoch order", spec->name);
-  t->pos = ds->n; /* the first step starts epoch 0 */
-  t->epoch = -1;
-  dl_status s = dl_batch_alloc(&t->batch, ds, BATCH);
-  if (s == DL_OK) s = dl_model_create(&t->model, spec->layers, spec->nlayers, SEED);
-  if (s == DL_OK) {
-    dl_optim_desc od = dl_optim_default(DL_OPTIM_SGD);
-    od.momentum = 0.9;
-    dl_param *params[2 * MAX_LAYERS]; /* weight and bias at most per layer */
-    int n = dl_model_num_params(t->model);
-    for (int i = 0; i < n; i++) params[i] = dl_model_param(t->model, i);
-    s = dl_optim_create(&t->optim, &od, params, n);
-  }
-  if (s != DL_OK) trainer_free(t);
-  return s;
-}
-
-static dl_status next_batch(trainer *t) {
-  if (t->pos + BATCH > t->ds->n) {
-    t->epoch++;
-    dl_permutation(t->ds->n, SEED, t->epoch, t->order);
-    t->pos = 0;
-  }
-  DL_TRY(dl_dataset_gather(t->ds, t->order + t->pos, BATCH, &t->batch));
-  t->pos += BATCH;
-  return DL_OK;
-}
-
-/* zero_grad, forward, cross-entropy, backward, SGD step: PyTorch's loop. */
-static dl_status train_step(trainer *t) {
-  DL_TRY(next_batch(t));
-  dl_ctx ctx = {.grad_enabled = true, .seed = SEED, .step = t->step, .sample_ids = t->batch.ids};
-  dl_model_zero_grad(t->model);
-  const dl_tensor *logits;
-  DL_TRY(dl_model_forward(t->model, &ctx, &t->batch.x, &logits));
-  dl_ce_desc ce = dl_ce_default();
-  dl_tensor dlogits = {0};
-  dl_status s = dl_cross_entropy(&ce, logits, &t->batch.y, &t->loss, NULL, &dlogits);
-  if (s == DL_OK) s = dl_model_backward(t->model, &ctx, &dlogits);
-  dl_tensor_free(&dlogits);
-  dl_model_release(t->model);
-  if (s == DL_OK) s = dl_optim_step(t->optim, LR);
-  t->step++;
-  return s;
-}
-
 /* ---- one config ---------------------------------------------------------- */
 
 typedef struct run_result {
@@ -167,15 +92,17 @@ typedef struct run_result {
 static dl_status run_config(const model_spec *spec, const dl_dataset *ds, int threads,
                             int64_t warmup, int64_t steps, run_result *r) {
   DL_TRY(dl_set_num_threads(threads));
-  trainer t;
-  DL_TRY(trainer_init(&t, spec, ds));
+  dl_optim_desc od = dl_optim_default(DL_OPTIM_SGD);
+  od.momentum = 0.9;
+  bench_trainer t;
+  DL_TRY(bench_trainer_init(&t, spec->name, spec->layers, spec->nlayers, ds, BATCH, &od, LR, SEED));
   dl_status s = DL_OK;
-  for (int64_t i = 0; s == DL_OK && i < warmup; i++) s = train_step(&t);
+  for (int64_t i = 0; s == DL_OK && i < warmup; i++) s = bench_train_step(&t);
   double t0 = bench_clock_s(CLOCK_MONOTONIC), cpu0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
   double elapsed = 0;
   int64_t done = 0;
   while (s == DL_OK && (steps > 0 ? done < steps : elapsed < TARGET_SECONDS)) {
-    s = train_step(&t);
+    s = bench_train_step(&t);
     done++;
     elapsed = bench_clock_s(CLOCK_MONOTONIC) - t0;
   }
@@ -185,7 +112,7 @@ static dl_status run_config(const model_spec *spec, const dl_dataset *ds, int th
                     .cpu_seconds = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0,
                     .loss = t.loss,
                     .digest = bench_param_digest(t.model)};
-  trainer_free(&t);
+  bench_trainer_free(&t);
   if (s != DL_OK) dl_fail_context(s, "%s, %d threads: ", spec->name, threads);
   return s;
 }
@@ -223,17 +150,10 @@ static bool parse_threads(const char *text, options *o) {
   return o->nthreads > 0;
 }
 
-/* The fixtures folder next to this source file, as the build saw it. */
-static void default_fixtures(char *out, size_t len) {
-  const char *self = __FILE__, *cut = strstr(self, "bench/bench_train.c");
-  if (cut) snprintf(out, len, "%.*sfixtures", (int)(cut - self), self);
-  else snprintf(out, len, "fixtures");
-}
-
 /* 0: go on; -1: --help was answered; 2: bad usage (reported). */
 static int parse_options(int argc, char **argv, options *o) {
   *o = (options){.mlp = true, .cnn = true, .threads = {1, 2}, .nthreads = 2};
-  default_fixtures(o->fixtures, sizeof o->fixtures);
+  bench_default_fixtures(o->fixtures, sizeof o->fixtures);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--digest-only")) {
