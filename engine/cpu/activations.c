@@ -176,9 +176,7 @@ static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tens
   char name[128];
   DL_TRY(act_check(l, saved, "saved activation"));
   DL_TRY(act_check(l, dy, "output gradient"));
-  if (!dl_tensor_same_shape(saved, dy))
-    return dl_fail(DL_ERR_INVALID, "%s: output gradient and activation differ in shape",
-                   dl_layer_label(l, name, sizeof name));
+  DL_TRY(dl_layer_check_dy(l, dy, saved, "activation"));
   if (!dx) return DL_OK;
   dl_status s = dl_tensor_alloc_uninit(dx, DL_F32, dy->ndim, dy->shape,
                                        "activation input gradient");

@@ -398,9 +398,7 @@ static dl_status attention_backward(dl_layer *l, const dl_ctx *ctx, const dl_ten
   attn_dims g, gy;
   DL_TRY(check_3d(l, x, "input", &g));
   DL_TRY(check_3d(l, dy, "output gradient", &gy));
-  if (!dl_tensor_same_shape(x, dy))
-    return dl_fail(DL_ERR_INVALID, "%s: output gradient and input differ in shape",
-                   dl_layer_label(l, name, sizeof name));
+  DL_TRY(dl_layer_check_dy(l, dy, x, "input"));
   const bool drop = dropout_active(l);
   if (l->saved[SAVED_QKV].numel != g.n * g.t * 3 * g.e ||
       l->saved[SAVED_PROBS].numel != g.n * g.h * g.t * g.t ||

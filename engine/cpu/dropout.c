@@ -130,9 +130,7 @@ static dl_status dropout_backward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
   (void)y;
   char name[128];
   DL_TRY(dropout_check(l, x, "input"));
-  if (dy->dtype != DL_F32 || !dl_tensor_same_shape(x, dy))
-    return dl_fail(DL_ERR_INVALID, "%s: output gradient and input differ in shape or dtype",
-                   dl_layer_label(l, name, sizeof name));
+  DL_TRY(dl_layer_check_dy(l, dy, x, "input"));
   bool active = dropout_active(l);
   if (active && (dl_tensor_empty(&l->saved[0]) || l->saved[0].numel != x->numel))
     return dl_fail(DL_ERR_INVALID,

@@ -30,6 +30,12 @@ dl_status dl_layer_check_window(const char *label, const dl_layer_desc *d, int m
 /* num_features > 0, finite eps > 0, and momentum in [0, 1] if it has one. */
 dl_status dl_layer_check_norm(const char *label, const dl_layer_desc *d, bool has_momentum);
 
+/* A backward's output gradient dy: float32 and shaped like `like` (the
+ * forward's `what`: "input", "activation"), else "LAYER: output gradient
+ * and WHAT differ in shape or dtype". */
+dl_status dl_layer_check_dy(const dl_layer *l, const dl_tensor *dy, const dl_tensor *like,
+                            const char *what);
+
 /* Creates l->params[l->nparams++] named prefix+suffix, shaped as given,
  * requires_grad and in_optimizer on; grad allocated alongside. */
 dl_status dl_layer_add_param(dl_layer *l, const char *suffix, int ndim, const int64_t *shape);
