@@ -166,7 +166,10 @@ static inline bool gc_analytic(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   return ok;
 }
 
-static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor *x, bool training) {
+/* prepare (may be NULL) edits the freshly initialised layer first, e.g.
+ * biases the default init leaves at 0, so that their use shows. */
+static inline double gc_layer_max_error_with(const dl_layer_desc *d, const dl_tensor *x,
+                                             bool training, void (*prepare)(dl_layer *)) {
   dl_layer l;
   dl_tensor xv = {0}, dy = {0}, dx = {0}, grads[DL_LAYER_MAX_PARAMS] = {{0}};
   dl_ctx ctx = gc_ctx();
@@ -176,6 +179,7 @@ static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor 
     snprintf(gc_last_report, sizeof gc_last_report, "init failed: %s", dl_last_error());
     return INFINITY;
   }
+  if (prepare) prepare(&l);
   gc_set_training(&l, training);
   /* A private copy: the check perturbs x in place. */
   if (dl_tensor_clone(&xv, x, "gradcheck x") == DL_OK &&
@@ -195,6 +199,10 @@ static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor 
   for (int p = 0; p < DL_LAYER_MAX_PARAMS; p++) dl_tensor_free(&grads[p]);
   dl_layer_destroy(&l);
   return worst;
+}
+
+static inline double gc_layer_max_error(const dl_layer_desc *d, const dl_tensor *x, bool training) {
+  return gc_layer_max_error_with(d, x, training, NULL);
 }
 
 /* Makes the n-th allocation of init, forward and backward fail, for n = 1,

@@ -43,37 +43,6 @@ static void randomize_biases(dl_layer *l) {
   gc_fill_uniform(&l->params[3].value, 42, -0.5f, 0.5f);
 }
 
-/* gc_layer_max_error for a layer of four parameters (gradcheck.h keeps two):
- * the same loss, steps and error measure (see gradcheck.h), over x and every
- * parameter. */
-static double attn_max_error(const dl_layer_desc *d, const dl_tensor *x, bool training) {
-  dl_layer l;
-  dl_tensor xv = {0}, y = {0}, dy = {0}, dx = {0}, grads[DL_LAYER_MAX_PARAMS] = {{0}};
-  dl_ctx ctx = gc_ctx();
-  gc_last_report[0] = '\0';
-  assert_int_equal(dl_layer_init(&l, d, "", 0, 1234), DL_OK);
-  randomize_biases(&l);
-  l.training = training;
-  assert_int_equal(dl_tensor_clone(&xv, x, "x"), DL_OK);
-  assert_int_equal(l.ops->forward(&l, &ctx, &xv, &y), DL_OK);
-  assert_true(gc_make_dy(&y, &dy));
-  assert_int_equal(l.ops->backward(&l, &ctx, &xv, &y, &dy, &dx), DL_OK);
-  for (int p = 0; p < l.nparams; p++)
-    assert_int_equal(dl_tensor_clone(&grads[p], &l.params[p].grad, "grad"), DL_OK);
-  dl_layer_release(&l);
-  double worst = gc_check_tensor(&l, &ctx, &xv, &dy, &xv, dl_f32(&dx), "x", 0.0);
-  for (int p = 0; p < l.nparams; p++)
-    worst = gc_check_tensor(&l, &ctx, &xv, &dy, &l.params[p].value, dl_f32(&grads[p]),
-                            l.params[p].name, worst);
-  for (int p = 0; p < l.nparams; p++) dl_tensor_free(&grads[p]);
-  dl_tensor_free(&xv);
-  dl_tensor_free(&y);
-  dl_tensor_free(&dy);
-  dl_tensor_free(&dx);
-  dl_layer_destroy(&l);
-  return worst;
-}
-
 /* Tolerance 1e-2 as gradcheck.h explains (expected ~1e-5..1e-3, a wrong
  * formula O(1)); with dropout the same ctx gives the same mask each run. */
 static void gradients_match_finite_differences(void **state) {
@@ -92,7 +61,7 @@ static void gradients_match_finite_differences(void **state) {
     dl_layer_desc d = attn_desc(cases[i].e, cases[i].heads, cases[i].causal, cases[i].p);
     dl_tensor x = {0};
     make_input(&x, cases[i].n, cases[i].t, cases[i].e, 50 + i);
-    double err = attn_max_error(&d, &x, cases[i].training);
+    double err = gc_layer_max_error_with(&d, &x, cases[i].training, randomize_biases);
     print_message("case %zu: largest error %.3g (%s)\n", i, err, gc_last_report);
     assert_true(err < 1e-2);
     dl_tensor_free(&x);
