@@ -79,10 +79,9 @@ static void compare_finals(const dlc_check_spec *spec, const dlc_trace *a, const
     }
 }
 
-/* The first step and tensor whose bits differ, from the per-step digests. */
-static void first_digest_difference(const dlc_trace *a, const dlc_trace *b, dlc_verdict *v) {
-  int j = 0;
-  int64_t s = dlc_first_digest_step(a, b, &j);
+/* The first step s and tensor j whose bits differ (from the per-step
+ * digests; s < 0 when none do or they cannot tell). */
+static void first_digest_difference(const dlc_trace *a, int64_t s, int j, dlc_verdict *v) {
   if (s < 0) return;
   dlc_evidence(v, "Bits first differ after step %lld in %s. ", (long long)s, a->digest_names[j]);
   if (v->step < 0 || s < v->step) v->step = s;
@@ -93,8 +92,7 @@ static void first_digest_difference(const dlc_trace *a, const dlc_trace *b, dlc_
  * first part where both runs recorded it (divergence.h), else at the first
  * step both have statistics for. */
 static void first_layer_difference(const dlc_check_spec *spec, const dlc_trace *a,
-                                   const dlc_trace *b, dlc_verdict *v) {
-  int64_t step = dlc_first_digest_step(a, b, NULL);
+                                   const dlc_trace *b, int64_t step, dlc_verdict *v) {
   if (step >= 0 && dlc_first_divergent_layer(&spec->tol, a, b, step, v)) return;
   for (int i = 0; step < 0 && i < a->nstats; i++)
     for (int j = 0; j < b->nstats; j++)
@@ -137,8 +135,10 @@ dl_status dlc_check_equivalence(const dlc_check_spec *spec, const dlc_trace *tra
     return DL_OK;
   }
   v->kind = spec->expect_divergence ? DLC_EXPECTED_DIVERGENCE : DLC_FAIL;
-  first_digest_difference(a, b, v);
-  first_layer_difference(spec, a, b, v);
+  int tensor = 0;
+  int64_t step = dlc_first_digest_step(a, b, &tensor);
+  first_digest_difference(a, step, tensor, v);
+  first_layer_difference(spec, a, b, step, v);
   gradient_ratio(a, b, v);
   dlc_evidence(v, "Largest difference: max abs %.3g, max rel %.3g, %llu ulp (tolerance %s).",
                w.max_abs, w.max_rel, (unsigned long long)w.max_ulp, tol);
