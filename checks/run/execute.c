@@ -46,13 +46,20 @@ static bool devices_missing(const dlc_scenario *s, const dlc_exec_options *o, ch
 }
 
 /* A run given as a recorded trace: the file read, named and hashed as the
- * engine's runs are, so that every check finds it; meta (may be NULL)
- * filled as dlc_trace_load does (env_json: where it computed, or ""). */
+ * engine's runs are, so that every check finds it, with the fingerprint of
+ * where it computed (out->origin_env). */
 static dl_status load_trace_run(const dlc_scenario *s, const dlc_run_config *c, const char *root,
-                                dlc_trace *out, dlc_golden_meta *meta) {
+                                dlc_trace *out) {
   char path[2 * DLC_PATH_MAX];
-  dl_status st = dlc_path_under(path, sizeof path, root, c->trace);
+  dlc_golden_meta *meta = calloc(1, sizeof *meta); /* 14 KiB: off the stack */
+  dl_status st = meta ? dlc_path_under(path, sizeof path, root, c->trace)
+                      : dl_fail(DL_ERR_NOMEM, "out of memory for a trace's metadata");
   if (!st) st = dlc_trace_load(path, out, meta);
+  if (!st && meta->env_json[0] && !(out->origin_env = strdup(meta->env_json))) {
+    dlc_trace_free(out);
+    st = dl_fail(DL_ERR_NOMEM, "out of memory for a trace's fingerprint");
+  }
+  free(meta);
   if (st)
     return dl_fail_context(st, "scenario %s, run %s (trace: %s): ", s->name, c->name, c->trace);
   snprintf(out->run, sizeof out->run, "%s", c->name);
@@ -109,7 +116,7 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
       continue;
     }
     if (runs[i].trace[0]) {
-      DL_TRY(load_trace_run(s, &runs[i], o->root, &traces[i], NULL));
+      DL_TRY(load_trace_run(s, &runs[i], o->root, &traces[i]));
       DL_TRY(note_trace_origin(&runs[i], &traces[i]));
       continue;
     }
@@ -315,18 +322,6 @@ static bool writes_files(const dlc_exec_options *o) {
   return !o->comm || dl_comm_rank(o->comm) == 0;
 }
 
-/* The fingerprint of the machine that computed recorded run c, as its
- * trace file carries it ("" if none), into m (m->golden false). */
-static dl_status recorded_env(const dlc_run_config *c, const char *root, dlc_golden_meta *m) {
-  char path[2 * DLC_PATH_MAX];
-  dlc_trace scratch;
-  DL_TRY(dlc_path_under(path, sizeof path, root, c->trace));
-  DL_TRY(dlc_trace_load(path, &scratch, m));
-  dlc_trace_free(&scratch);
-  m->golden = false; /* a golden given as a run is saved as a plain trace */
-  return DL_OK;
-}
-
 /* Saved traces carry the fingerprint of where they computed, so that
  * `dlcheck compare` of two of them says what changed: this machine's
  * (m[0], taken once) for an engine run, the file's for a recorded one. */
@@ -340,7 +335,8 @@ static dl_status save_traces(trace_source *src, int variant, const dlc_trace *t)
     char path[3 * DLC_PATH_MAX];
     bool recorded = runs[i].trace[0] != '\0';
     st = trace_file(src, variant, t[i].run, path, sizeof path);
-    if (!st && recorded) st = recorded_env(&runs[i], src->o->root, &m[1]);
+    if (recorded) /* a golden given as a run is saved as a plain trace */
+      snprintf(m[1].env_json, sizeof m[1].env_json, "%s", t[i].origin_env ? t[i].origin_env : "");
     if (!st) st = make_trace_dirs(src->o, path);
     if (!st) st = dlc_trace_save(path, &t[i], &m[recorded]);
   }
@@ -674,16 +670,15 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
   snprintf(p.what, sizeof p.what, "record %s", s->runs[0].name);
   dlc_run_options ro = record_options(s, o, &p);
   dlc_trace trace;
-  static dlc_golden_meta meta, origin; /* 14 KiB each: off the stack */
-  origin.env_json[0] = '\0';
-  if (s->runs[0].trace[0]) DL_TRY(load_trace_run(s, &s->runs[0], o->root, &trace, &origin));
+  static dlc_golden_meta meta; /* 14 KiB: off the stack */
+  if (s->runs[0].trace[0]) DL_TRY(load_trace_run(s, &s->runs[0], o->root, &trace));
   else DL_TRY(dlc_run(&s->runs[0], &ro, &trace));
   if (!writes_files(o)) {
     dlc_trace_free(&trace);
     return written ? dlc_path(written, len, "%s (by rank 0)", path) : DL_OK;
   }
   trace.scenario_hash = s->hash;
-  dl_status st = golden_meta_for(origin.env_json, &trace, &meta);
+  dl_status st = golden_meta_for(trace.origin_env ? trace.origin_env : "", &trace, &meta);
   if (!st) st = dlc_make_parent_dirs(path);
   if (!st) st = dlc_trace_save(path, &trace, &meta);
   dlc_trace_free(&trace);

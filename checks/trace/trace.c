@@ -48,6 +48,7 @@ void dlc_trace_free(dlc_trace *t) {
   free(t->metrics);
   for (int i = 0; i < t->nnotes; i++) free(t->notes[i].text);
   free(t->notes);
+  free(t->origin_env);
   memset(t, 0, sizeof *t);
 }
 
@@ -242,5 +243,7 @@ dl_status dlc_trace_copy(dlc_trace *dst, const dlc_trace *src) {
     DL_TRY(dlc_trace_set_metric(dst, src->metrics[i].name, src->metrics[i].value));
   for (int i = 0; i < src->nnotes; i++)
     DL_TRY(dlc_trace_set_note(dst, src->notes[i].name, src->notes[i].text));
+  if (src->origin_env && !(dst->origin_env = strdup(src->origin_env)))
+    return dl_fail(DL_ERR_NOMEM, "out of memory copying a trace's fingerprint");
   return DL_OK;
 }

@@ -84,6 +84,10 @@ typedef struct dlc_trace {
   int nmetrics;
   dlc_note *notes;
   int nnotes;
+  /* A recorded run (a trace file given as a run): the fingerprint of the
+   * machine that computed it, as its file carries it; NULL for an engine
+   * run or a file without one. Owned. */
+  char *origin_env;
 } dlc_trace;
 
 void dlc_trace_init(dlc_trace *t, const char *scenario, const char *run);
