@@ -186,10 +186,6 @@ dl_status dl_perturb_backend_create(uint64_t seed, dl_backend **out) {
   return DL_OK;
 }
 
-bool dl_is_perturb_backend(const dl_backend *b) {
-  return b && b->name && strncmp(b->name, "perturb", 7) == 0;
-}
-
 void dl_perturb_backend_destroy(dl_backend *b) {
   if (!b) return;
   perturb *pt = b->impl;

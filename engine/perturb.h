@@ -26,8 +26,6 @@
  * perturbation" to the callers). */
 dl_status dl_perturb_backend_create(uint64_t seed, dl_backend **out);
 void dl_perturb_backend_destroy(dl_backend *b); /* NULL allowed */
-/* Whether b is one of these (its name starts with "perturb"). */
-bool dl_is_perturb_backend(const dl_backend *b);
 /* "rotated (start 5 of K)" etc. into buf, for notes and golden files. */
 const char *dl_perturb_describe(uint64_t seed, char *buf, size_t len);
 

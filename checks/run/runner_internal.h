@@ -89,8 +89,8 @@ typedef struct dlc_rank {
   const dlc_run_config *cfg;
   int rank, world;
   dl_comm *comm;
-  dl_backend *backend; /* where GEMMs and convolutions run; NULL: the CPU */
-  bool backend_owned;  /* opened here (else the options' override) */
+  dl_backend *backend;                 /* where GEMMs and convolutions run; NULL: the CPU */
+  void (*close_backend)(dl_backend *); /* what opened it here; NULL: the options' override */
   dlc_rank_net net;
   dlc_rank_train train;
   dlc_data_cursor data;

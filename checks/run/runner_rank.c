@@ -102,10 +102,10 @@ dl_status dlc_rank_setup(dlc_rank *r, dlc_run_shared *sh, int rank) {
     r->backend = (dl_backend *)sh->opt->backend_override;
   } else if (sh->opt->perturb_seed && device == DLC_DEVICE_CPU) {
     DL_TRY(dl_perturb_backend_create(sh->opt->perturb_seed, &r->backend));
-    r->backend_owned = true;
+    r->close_backend = dl_perturb_backend_destroy;
   } else {
     DL_TRY(dlc_backend_open(&r->cfg->backend, device, rank, &r->backend));
-    r->backend_owned = true;
+    r->close_backend = dlc_backend_close;
   }
   dlc_cursor_init(&r->data, r->cfg, &sh->train, rank, r->world, sh->seen[rank]);
   dlc_rank_train *t = &r->train;
@@ -120,8 +120,7 @@ void dlc_rank_teardown(dlc_rank *r) {
   dl_optim_destroy(r->net.optim);
   dl_model_destroy(r->net.model);
   free(r->net.params);
-  if (r->backend_owned && dl_is_perturb_backend(r->backend)) dl_perturb_backend_destroy(r->backend);
-  else if (r->backend_owned) dlc_backend_close(r->backend);
+  if (r->close_backend) r->close_backend(r->backend);
   if (r->train.micro)
     for (int k = 0; k < r->cfg->accumulation; k++) dl_batch_free(&r->train.micro[k]);
   free(r->train.micro);
