@@ -43,6 +43,7 @@ DL_AVX512 static void kernel_8x32(int64_t kc, const float *ap, const float *bp, 
   } else {
     DL_ROWS(DL_ZERO)
   }
+#pragma GCC unroll 4
   for (int64_t k = 0; k < kc; k++, ap += MR, bp += NR) {
     __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
     DL_ROWS(DL_FMA)
