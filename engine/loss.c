@@ -2,8 +2,10 @@
 
 #include "fmath.h"
 #include "half.h"
+#include "threads.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,9 +108,18 @@ static double ce_row_loss(const ce_row *r, int32_t target, double eps) {
   return r->half ? (double)to_half((float)loss, r->half) : loss;
 }
 
-/* dlogits of one row scaled by `coef`: coef * (p - eps/C - (1 - eps) [c == t]). */
+/* dlogits of one row scaled by `coef`: coef * (p - eps/C - (1 - eps) [c == t]).
+ * Without half rounding, every class takes the non-target expression in a
+ * loop the compiler vectorizes (subtracting the +0 of a non-target is exact)
+ * and the target is written again. */
 static void ce_row_grad(const ce_row *r, int32_t target, double eps, double coef, float *dz) {
   double spread = eps / (double)r->classes;
+  if (!r->half) {
+    for (int64_t c = 0; c < r->classes; c++)
+      dz[c] = (float)(coef * ((double)r->e[c] / r->sum - spread));
+    dz[target] = (float)(coef * (ce_prob(r, target) - spread - (1.0 - eps)));
+    return;
+  }
   for (int64_t c = 0; c < r->classes; c++) {
     double g = ce_prob(r, c) - spread - (c == target ? 1.0 - eps : 0.0);
     dz[c] = to_half((float)(coef * g), r->half);
@@ -203,42 +214,84 @@ static dl_status ce_alloc_outputs(const dl_tensor *logits, const dl_tensor *targ
   return DL_OK;
 }
 
+/* Rows are independent: threads take ranges of rows, each with its own exp
+ * scratch, and leave each row's loss in row_loss; the total is summed after,
+ * in row order, so the bits do not depend on the split. */
+typedef struct ce_job {
+  const dl_ce_desc *d;
+  const float *logits, *w;
+  const int32_t *t;
+  int64_t classes;
+  double norm;
+  double *row_loss;
+  float *per_row, *dz; /* either may be NULL */
+  atomic_bool out_of_memory;
+} ce_job;
+
+enum { CE_GRAIN_FLOATS = 4096 }; /* logits per chunk at least */
+
+static void ce_rows(void *ctx, int64_t begin, int64_t end) {
+  ce_job *j = ctx;
+  const dl_ce_desc *d = j->d;
+  float *e = malloc((size_t)j->classes * sizeof *e);
+  if (!e) {
+    atomic_store(&j->out_of_memory, true);
+    return;
+  }
+  for (int64_t r = begin; r < end; r++) {
+    j->row_loss[r] = 0.0;
+    if (j->t[r] == d->ignore_index) {
+      if (j->per_row) j->per_row[r] = 0.0f;
+      continue; /* dz stays zero */
+    }
+    ce_row row;
+    ce_row_init(&row, j->logits + r * j->classes, j->classes, d->half_dtype, e);
+    double wr = j->w ? (double)j->w[r] : 1.0;
+    j->row_loss[r] = ce_row_loss(&row, j->t[r], d->label_smoothing);
+    if (j->per_row) j->per_row[r] = (float)j->row_loss[r];
+    if (j->dz)
+      ce_row_grad(&row, j->t[r], d->label_smoothing, wr * j->norm * (double)d->grad_scale,
+                  j->dz + r * j->classes);
+  }
+  free(e);
+}
+
 dl_status dl_cross_entropy(const dl_ce_desc *d, const dl_tensor *logits, const dl_tensor *targets,
                            float *loss, dl_tensor *per_row, dl_tensor *dlogits) {
   DL_TRY(ce_check_desc(d, per_row, dlogits));
   DL_TRY(ce_check_shapes(logits, targets, d->row_weight));
-  int64_t classes = logits->shape[logits->ndim - 1], count;
+  int64_t classes = logits->shape[logits->ndim - 1], count, rows = targets->numel;
   DL_TRY(ce_count_targets(targets, classes, d->ignore_index, &count));
-  float *e = malloc((size_t)classes * sizeof *e);
-  if (!e)
-    return dl_fail(DL_ERR_NOMEM, "cross_entropy: out of memory for a row of %lld classes",
-                   (long long)classes);
+  double *row_loss = malloc((size_t)(rows > 0 ? rows : 1) * sizeof *row_loss);
+  if (!row_loss)
+    return dl_fail(DL_ERR_NOMEM, "cross_entropy: out of memory for the losses of %lld rows",
+                   (long long)rows);
   dl_status st = ce_alloc_outputs(logits, targets, per_row, dlogits);
   if (st != DL_OK) {
-    free(e);
+    free(row_loss);
     return st;
   }
-
-  const int32_t *t = dl_i32(targets);
-  const float *w = d->row_weight ? dl_f32(d->row_weight) : NULL;
-  double eps = d->label_smoothing;
-  double norm = d->reduction == DL_REDUCTION_MEAN ? 1.0 / (double)count : 1.0;
-  double total = 0.0;
-  for (int64_t r = 0; r < targets->numel; r++) {
-    float *dz = dlogits ? dl_f32(dlogits) + r * classes : NULL;
-    if (t[r] == d->ignore_index) {
-      if (per_row) dl_f32(per_row)[r] = 0.0f;
-      continue; /* dz stays zero */
-    }
-    ce_row row;
-    ce_row_init(&row, dl_f32(logits) + r * classes, classes, d->half_dtype, e);
-    double wr = w ? (double)w[r] : 1.0;
-    double row_loss = ce_row_loss(&row, t[r], eps);
-    total += wr * row_loss;
-    if (per_row) dl_f32(per_row)[r] = (float)row_loss;
-    if (dz) ce_row_grad(&row, t[r], eps, wr * norm * (double)d->grad_scale, dz);
+  ce_job job = {.d = d,
+                .logits = dl_f32(logits),
+                .w = d->row_weight ? dl_f32(d->row_weight) : NULL,
+                .t = dl_i32(targets),
+                .classes = classes,
+                .norm = d->reduction == DL_REDUCTION_MEAN ? 1.0 / (double)count : 1.0,
+                .row_loss = row_loss,
+                .per_row = per_row ? dl_f32(per_row) : NULL,
+                .dz = dlogits ? dl_f32(dlogits) : NULL};
+  dl_parallel_for(rows, classes >= CE_GRAIN_FLOATS ? 1 : CE_GRAIN_FLOATS / classes, ce_rows, &job);
+  if (atomic_load(&job.out_of_memory)) {
+    free(row_loss);
+    dl_tensor_free(per_row);
+    dl_tensor_free(dlogits);
+    return dl_fail(DL_ERR_NOMEM, "cross_entropy: out of memory for a row of %lld classes",
+                   (long long)classes);
   }
-  free(e);
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; r++)
+    if (job.t[r] != d->ignore_index) total += (job.w ? (double)job.w[r] : 1.0) * row_loss[r];
+  free(row_loss);
   /* 0/0 = NaN when every row is ignored, as PyTorch's mean. */
   double reduced = d->reduction == DL_REDUCTION_MEAN ? total / (double)count : total;
   *loss = to_half((float)reduced, d->half_dtype);
