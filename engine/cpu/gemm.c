@@ -177,12 +177,17 @@ typedef struct gemm_job {
 } gemm_job;
 
 /* One kernel call on a sub-tile of rows x cols (<= mr x nr). A ragged
- * sub-tile goes through a full-size scratch tile, so that the kernel never
- * reads or writes outside C; the extra lanes only see padding zeros. */
+ * sub-tile takes the ISA's edge kernel, or goes through a full-size scratch
+ * tile, so that the kernel never reads or writes outside C; the extra lanes
+ * only see padding zeros. */
 static void run_kernel(const dl_gemm_isa *isa, int64_t kc, const float *ap, const float *bp,
                        float *c, int64_t ldc, int rows, int cols, bool load_c) {
   if (rows == isa->mr && cols == isa->nr) {
     isa->kernel(kc, ap, bp, c, ldc, load_c);
+    return;
+  }
+  if (isa->kernel_edge) {
+    isa->kernel_edge(kc, ap, bp, c, ldc, load_c, rows, cols);
     return;
   }
   _Alignas(64) float tile[MAX_MR * MAX_NR];

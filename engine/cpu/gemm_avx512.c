@@ -90,6 +90,47 @@ static __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
 }
 
+/* A ragged sub-tile (rows <= MR, cols <= NR) straight in C: C under lane
+ * masks and row bounds, and one B vector instead of two when cols <= 16, so
+ * that an edge of 4 columns (196 = 6*32 + 4 pixels) costs half a tile
+ * rather than a whole one plus two copies through a scratch tile. The
+ * accumulators of rows past `rows` see only A's padding zeros. */
+DL_AVX512 static inline __attribute__((always_inline)) void
+edge_tile(const int vectors, int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+          bool load_c, int rows, __mmask16 lo, __mmask16 hi) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++) {
+    const bool load = load_c && i < rows;
+    acc[i][0] = load ? _mm512_maskz_loadu_ps(lo, c + i * ldc) : _mm512_setzero_ps();
+    acc[i][1] = load && vectors == 2 ? _mm512_maskz_loadu_ps(hi, c + i * ldc + 16)
+                                     : _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < kc; k++, ap += MR, bp += NR) {
+    const __m512 b0 = _mm512_loadu_ps(bp);
+    const __m512 b1 = vectors == 2 ? _mm512_loadu_ps(bp + 16) : b0;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; i++) {
+      const __m512 a = _mm512_set1_ps(ap[i]);
+      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+      if (vectors == 2) acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++) {
+    if (i >= rows) break;
+    _mm512_mask_storeu_ps(c + i * ldc, lo, acc[i][0]);
+    if (vectors == 2) _mm512_mask_storeu_ps(c + i * ldc + 16, hi, acc[i][1]);
+  }
+}
+
+DL_AVX512 static void kernel_8x32_edge(int64_t kc, const float *ap, const float *bp, float *c,
+                                       int64_t ldc, bool load_c, int rows, int cols) {
+  const __mmask16 lo = first_lanes(cols), hi = first_lanes(cols > 16 ? cols - 16 : 0);
+  if (cols <= 16) edge_tile(1, kc, ap, bp, c, ldc, load_c, rows, lo, hi);
+  else edge_tile(2, kc, ap, bp, c, ldc, load_c, rows, lo, hi);
+}
+
 /* r[i] := the first kn floats of row i of a block whose row i starts at
  * src + i*ld; rows from `rows` on, and lanes from kn on, are zero. */
 DL_AVX512 static void load_block(const float *src, int64_t ld, int rows, int64_t kn, __m512 r[16]) {
@@ -246,6 +287,7 @@ const dl_gemm_isa *dl_gemm_isa_avx512(void) {
                                   .mr = MR,
                                   .nr = NR,
                                   .kernel = kernel_8x32,
+                                  .kernel_edge = kernel_8x32_edge,
                                   .pack_a = pack_a_avx512,
                                   .pack_b = pack_b_avx512,
                                   .narrow_nr = NARROW_NR,

@@ -28,6 +28,10 @@ typedef void (*dl_gemm_pack_b_fn)(bool trans, const float *b, int64_t ldb, int64
                                   float *out);
 typedef void (*dl_gemm_kernel_fn)(int64_t kc, const float *ap, const float *bp, float *c,
                                   int64_t ldc, bool load_c);
+/* The kernel on a ragged sub-tile: only rows [0, rows) and columns
+ * [0, cols) of C are read and written; the same order per element. */
+typedef void (*dl_gemm_edge_fn)(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+                                bool load_c, int rows, int cols);
 
 /* Rows [0, m) of C (ldc) for a product with n <= narrow_nr columns: each
  * element starts from beta * C (beta 0: +0; 1: C) and takes one fused
@@ -47,6 +51,7 @@ typedef struct dl_gemm_isa {
   const char *name;
   int mr, nr;
   dl_gemm_kernel_fn kernel;
+  dl_gemm_edge_fn kernel_edge; /* optional: else ragged tiles go through a scratch tile */
   dl_gemm_pack_a_fn pack_a;
   dl_gemm_pack_b_fn pack_b;
   /* Optional (narrow_nr 0: none). A product with few columns (a weight
