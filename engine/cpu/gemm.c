@@ -207,10 +207,13 @@ static const float *b_at(const gemm_job *g, int64_t k, int64_t j) {
 }
 
 /* C[i0:i0+m, j0:j0+n] with packing buffers ap (tile_pm*mr*kc floats) and
- * bp (tile_pn*nr*kc floats). */
+ * bp (tile_pn*nr*kc floats). An A that is not transposed is read in place
+ * where the ISA has a direct kernel; a panel of it is packed only for the
+ * ragged sub-tiles, which the direct kernel does not take. */
 static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, int64_t n, float *ap,
                          float *bp) {
   const dl_gemm_isa *isa = g->isa;
+  const bool direct = !g->trans_a && isa->kernel_direct;
   float *c = g->C + i0 * g->ldc + j0;
   if (g->beta != 0.0f && g->beta != 1.0f)
     for (int64_t i = 0; i < m; i++)
@@ -218,14 +221,23 @@ static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, i
   for (int64_t k0 = 0; k0 < g->K; k0 += g->kc) {
     int64_t kc = g->K - k0 < g->kc ? g->K - k0 : g->kc;
     isa->pack_b(g->trans_b, b_at(g, k0, j0), g->ldb, n, kc, bp);
-    isa->pack_a(g->trans_a, a_at(g, i0, k0), g->lda, m, kc, ap);
+    if (!direct) isa->pack_a(g->trans_a, a_at(g, i0, k0), g->lda, m, kc, ap);
     bool load_c = k0 > 0 || g->beta != 0.0f;
     for (int64_t ir = 0; ir < m; ir += isa->mr) {
       int rows = m - ir < isa->mr ? (int)(m - ir) : isa->mr;
+      const float *a = a_at(g, i0 + ir, k0), *panel = direct ? NULL : ap + ir * kc;
       for (int64_t jr = 0; jr < n; jr += isa->nr) {
         int cols = n - jr < isa->nr ? (int)(n - jr) : isa->nr;
-        run_kernel(isa, kc, ap + ir * kc, bp + jr * kc, c + ir * g->ldc + jr, g->ldc, rows, cols,
-                   load_c);
+        float *cij = c + ir * g->ldc + jr;
+        if (!panel && rows == isa->mr && cols == isa->nr) {
+          isa->kernel_direct(kc, a, g->lda, bp + jr * kc, cij, g->ldc, load_c);
+          continue;
+        }
+        if (!panel) {
+          isa->pack_a(false, a, g->lda, rows, kc, ap);
+          panel = ap;
+        }
+        run_kernel(isa, kc, panel, bp + jr * kc, cij, g->ldc, rows, cols, load_c);
       }
     }
   }

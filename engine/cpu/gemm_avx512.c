@@ -27,7 +27,7 @@ enum { MR = 8, NR = 32 };
   c##i##b = _mm512_loadu_ps(c + (i)*ldc + 16);
 #define DL_FMA(i)                              \
   {                                            \
-    __m512 a = _mm512_set1_ps(ap[i]);          \
+    __m512 a = _mm512_set1_ps(ap[(i)*a_row]);  \
     c##i##a = _mm512_fmadd_ps(a, b0, c##i##a); \
     c##i##b = _mm512_fmadd_ps(a, b1, c##i##b); \
   }
@@ -35,8 +35,13 @@ enum { MR = 8, NR = 32 };
   _mm512_storeu_ps(c + (i)*ldc, c##i##a); \
   _mm512_storeu_ps(c + (i)*ldc + 16, c##i##b);
 
-DL_AVX512 static void kernel_8x32(int64_t kc, const float *ap, const float *bp, float *c,
-                                  int64_t ldc, bool load_c) {
+/* op(A)[i][k] at ap[i * a_row + k * a_k]: a packed panel (1, MR), or rows
+ * of A read in place (lda, 1), which saves packing A when it is not
+ * transposed; the eight rows are eight streams through L1. */
+DL_AVX512 static inline __attribute__((always_inline)) void tile_8x32(int64_t kc, const float *ap,
+                                                                      int64_t a_row, int64_t a_k,
+                                                                      const float *bp, float *c,
+                                                                      int64_t ldc, bool load_c) {
   DL_ROWS(DL_DECLARE)
   if (load_c) {
     DL_ROWS(DL_LOAD)
@@ -44,11 +49,21 @@ DL_AVX512 static void kernel_8x32(int64_t kc, const float *ap, const float *bp, 
     DL_ROWS(DL_ZERO)
   }
 #pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; k++, ap += MR, bp += NR) {
+  for (int64_t k = 0; k < kc; k++, ap += a_k, bp += NR) {
     __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
     DL_ROWS(DL_FMA)
   }
   DL_ROWS(DL_STORE)
+}
+
+DL_AVX512 static void kernel_8x32(int64_t kc, const float *ap, const float *bp, float *c,
+                                  int64_t ldc, bool load_c) {
+  tile_8x32(kc, ap, 1, MR, bp, c, ldc, load_c);
+}
+
+DL_AVX512 static void kernel_8x32_direct(int64_t kc, const float *a, int64_t lda, const float *bp,
+                                         float *c, int64_t ldc, bool load_c) {
+  tile_8x32(kc, a, lda, 1, bp, c, ldc, load_c);
 }
 
 /* r[i] := column i of the 16 x 16 matrix whose rows are r[0..15]:
@@ -288,6 +303,7 @@ const dl_gemm_isa *dl_gemm_isa_avx512(void) {
                                   .nr = NR,
                                   .kernel = kernel_8x32,
                                   .kernel_edge = kernel_8x32_edge,
+                                  .kernel_direct = kernel_8x32_direct,
                                   .pack_a = pack_a_avx512,
                                   .pack_b = pack_b_avx512,
                                   .narrow_nr = NARROW_NR,

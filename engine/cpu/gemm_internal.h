@@ -32,6 +32,10 @@ typedef void (*dl_gemm_kernel_fn)(int64_t kc, const float *ap, const float *bp, 
  * [0, cols) of C are read and written; the same order per element. */
 typedef void (*dl_gemm_edge_fn)(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
                                 bool load_c, int rows, int cols);
+/* The kernel on a full mr x nr sub-tile with op(A) read in place from mr
+ * rows of an A that is not transposed: op(A)[i][k] = a[i * lda + k]. */
+typedef void (*dl_gemm_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *bp,
+                                  float *c, int64_t ldc, bool load_c);
 
 /* Rows [0, m) of C (ldc) for a product with n <= narrow_nr columns: each
  * element starts from beta * C (beta 0: +0; 1: C) and takes one fused
@@ -51,7 +55,8 @@ typedef struct dl_gemm_isa {
   const char *name;
   int mr, nr;
   dl_gemm_kernel_fn kernel;
-  dl_gemm_edge_fn kernel_edge; /* optional: else ragged tiles go through a scratch tile */
+  dl_gemm_edge_fn kernel_edge;     /* optional: else ragged tiles go through a scratch tile */
+  dl_gemm_direct_fn kernel_direct; /* optional: else A is always packed */
   dl_gemm_pack_a_fn pack_a;
   dl_gemm_pack_b_fn pack_b;
   /* Optional (narrow_nr 0: none). A product with few columns (a weight
