@@ -1,6 +1,7 @@
 #include "optim.h"
 
 #include "mem.h"
+#include "threads.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -95,19 +96,37 @@ dl_optim_coeffs dl_optim_coeffs_for(const dl_optim_desc *d, float lr, int64_t st
   return c;
 }
 
+typedef struct update_job {
+  const dl_optim_coeffs *c;
+  float *w, *g, *b0, *b1;
+} update_job;
+
+/* Elements [begin, end) of one param, the loop with the kind decided
+ * outside it; elements are independent, so threads may split them. */
+static void update_range(void *ctx, int64_t begin, int64_t end) {
+  const update_job *j = ctx;
+  const dl_optim_coeffs k = *j->c; /* a local: stores to w cannot alias it */
+  float *w = j->w, *g = j->g, *b0 = j->b0, *b1 = j->b1;
+  if (k.adam)
+    for (int64_t i = begin; i < end; i++) dl_adam_elem(&k, i, w, g, b0, b1);
+  else
+    for (int64_t i = begin; i < end; i++) dl_sgd_elem(&k, i, w, g, b0);
+}
+
+enum { UPDATE_GRAIN = 16384 };
+
 /* One param's update: on the backend when it runs optimizer steps, else
- * here, each loop with the kind decided outside it. */
+ * here. */
 static dl_status update(const dl_backend *b, const dl_optim_coeffs *c, optim_slot *s) {
   dl_param *p = s->param;
   const int64_t n = p->value.numel;
-  float *w = dl_f32(&p->value), *g = dl_f32(&p->grad);
-  float *b0 = dl_f32(&s->buf[0]), *b1 = dl_f32(&s->buf[1]);
-  if (b && b->optim_step) return b->optim_step(b->impl, c, n, w, g, b0, b1);
-  const dl_optim_coeffs k = *c; /* a local: stores to w cannot alias it */
-  if (k.adam)
-    for (int64_t i = 0; i < n; i++) dl_adam_elem(&k, i, w, g, b0, b1);
-  else
-    for (int64_t i = 0; i < n; i++) dl_sgd_elem(&k, i, w, g, b0);
+  update_job j = {.c = c,
+                  .w = dl_f32(&p->value),
+                  .g = dl_f32(&p->grad),
+                  .b0 = dl_f32(&s->buf[0]),
+                  .b1 = dl_f32(&s->buf[1])};
+  if (b && b->optim_step) return b->optim_step(b->impl, c, n, j.w, j.g, j.b0, j.b1);
+  dl_parallel_for(n, UPDATE_GRAIN, update_range, &j);
   return DL_OK;
 }
 
