@@ -137,18 +137,41 @@ static void ln_dx_range(void *p, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; r++) ln_row_backward(p, r);
 }
 
-/* dw[i] = sum over rows of dy * xhat, db[i] = sum of dy, rows in order. */
+/* dw[i] = sum over rows of dy * xhat, db[i] = sum of dy, rows in order.
+ * LN_COLS columns side by side: each is still one chain in row order, but
+ * the rows are walked once per block rather than once per column (with a
+ * stride of dim), and the chains, independent, fill vector lanes. The range
+ * is in blocks. */
+enum { LN_COLS = 16 };
+
+static void ln_dwdb_block(const ln_bwd_job *j, int64_t i0, int64_t n) {
+  double sw[LN_COLS] = {0}, sb[LN_COLS] = {0};
+  for (int64_t r = 0; r < j->rows; r++) {
+    const float *dy = j->dy + r * j->dim + i0, *x = j->x + r * j->dim + i0;
+    const float mean = j->mean[r], rstd = j->rstd[r];
+    if (n == LN_COLS) {
+      for (int c = 0; c < LN_COLS; c++) {
+        sw[c] += (double)dy[c] * ((x[c] - mean) * rstd);
+        sb[c] += dy[c];
+      }
+    } else {
+      for (int64_t c = 0; c < n; c++) {
+        sw[c] += (double)dy[c] * ((x[c] - mean) * rstd);
+        sb[c] += dy[c];
+      }
+    }
+  }
+  for (int64_t c = 0; c < n; c++) {
+    if (j->dw) j->dw[i0 + c] = (float)sw[c];
+    if (j->db) j->db[i0 + c] = (float)sb[c];
+  }
+}
+
 static void ln_dwdb_range(void *p, int64_t begin, int64_t end) {
   const ln_bwd_job *j = p;
-  for (int64_t i = begin; i < end; i++) {
-    double sw = 0.0, sb = 0.0;
-    for (int64_t r = 0; r < j->rows; r++) {
-      const int64_t o = r * j->dim + i;
-      sw += (double)j->dy[o] * ((j->x[o] - j->mean[r]) * j->rstd[r]);
-      sb += j->dy[o];
-    }
-    if (j->dw) j->dw[i] = (float)sw;
-    if (j->db) j->db[i] = (float)sb;
+  for (int64_t blk = begin; blk < end; blk++) {
+    const int64_t i0 = blk * LN_COLS;
+    ln_dwdb_block(j, i0, j->dim - i0 < LN_COLS ? j->dim - i0 : LN_COLS);
   }
 }
 
@@ -193,7 +216,9 @@ static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                     .db = want_b ? grads + dim : NULL};
   if (dx) dl_parallel_for(rows, ln_grain(dim), ln_dx_range, &job);
   if (grads) {
-    dl_parallel_for(dim, rows >= 8192 ? 1 : 8192 / (rows > 0 ? rows : 1), ln_dwdb_range, &job);
+    const int64_t blocks = (dim + LN_COLS - 1) / LN_COLS, per_block = rows * LN_COLS;
+    dl_parallel_for(blocks, per_block >= 8192 ? 1 : 8192 / (per_block > 0 ? per_block : 1),
+                    ln_dwdb_range, &job);
     if (want_w) dl_param_accumulate(&l->params[0], job.dw);
     if (want_b) dl_param_accumulate(&l->params[1], job.db);
   }
