@@ -449,48 +449,77 @@ static DL_FMATH_AVX512 void expf8(const float *in, float *out) {
   store8(out, y, (__mmask8) ~(tiny | normal), in, dl_expf);
 }
 
-/* dl_erff in eight lanes: its three ranges computed in every lane and
- * selected, the saturation at |x| >= 4 and the sign as it does. */
-static DL_FMATH_AVX512 void erff8(const float *in, float *out) {
-  __m256 xf = _mm256_loadu_ps(in);
-  __m512d x = _mm512_cvtps_pd(xf);
+/* dl_erff's range 1 <= |x| < 4 in eight lanes (x as a double; the lanes
+ * outside `lanes` compute garbage, but no trap): horner(ERFC_MID, 13,
+ * a - 1.5), or horner(ERFC_TAIL, 13, a - 3.0) in the lanes from 2 on
+ * (chosen per coefficient), times exp(-(a*a)), from 1, with x's sign. */
+static DL_FMATH_AVX512_INLINE __m512d erf_mid8(__m512d x, __mmask8 lanes) {
   __m512d a = abs8(x);
-  __mmask8 nan = _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
   __mmask8 neg = _mm512_cmp_pd_mask(x, _mm512_setzero_pd(), _CMP_LT_OQ);
-  __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(1.0), _CMP_LT_OQ);
-  __mmask8 sat = _mm512_cmp_pd_mask(a, _mm512_set1_pd(4.0), _CMP_GE_OQ);
-  __mmask8 tail = _mm512_cmp_pd_mask(a, _mm512_set1_pd(2.0), _CMP_GE_OQ);
-  __mmask8 mid = (__mmask8)(~(small | sat | nan)); /* 1 <= |x| < 4 */
-  /* Each range is computed only if a lane is in it (GELU's arguments are
-   * mostly below 1 and seldom beyond 2): the skipped lanes would be
-   * discarded, so the bits are the same either way. */
-  __m512d r = _mm512_setzero_pd();
-  if (mid) {
-    /* horner(ERFC_MID, 13, a - 1.5), or horner(ERFC_TAIL, 13, a - 3.0)
-     * in the lanes from 2 on (chosen per coefficient). */
-    __m512d u, acc;
-    if (tail & mid) {
-      u = _mm512_mask_sub_pd(_mm512_sub_pd(a, _mm512_set1_pd(1.5)), tail, a, _mm512_set1_pd(3.0));
-      acc = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[12]), tail, _mm512_set1_pd(ERFC_TAIL[12]));
-      for (int c = 11; c >= 0; c--) {
-        __m512d coef = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[c]), tail,
-                                          _mm512_set1_pd(ERFC_TAIL[c]));
-        acc = _mm512_add_pd(_mm512_mul_pd(acc, u), coef);
-      }
-    } else {
-      u = _mm512_sub_pd(a, _mm512_set1_pd(1.5));
-      acc = horner8(ERFC_MID, 13, u);
+  __mmask8 tail = _mm512_cmp_pd_mask(a, _mm512_set1_pd(2.0), _CMP_GE_OQ) & lanes;
+  __m512d u, acc;
+  if (tail) {
+    u = _mm512_mask_sub_pd(_mm512_sub_pd(a, _mm512_set1_pd(1.5)), tail, a, _mm512_set1_pd(3.0));
+    acc = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[12]), tail, _mm512_set1_pd(ERFC_TAIL[12]));
+    for (int c = 11; c >= 0; c--) {
+      __m512d coef = _mm512_mask_mov_pd(_mm512_set1_pd(ERFC_MID[c]), tail,
+                                        _mm512_set1_pd(ERFC_TAIL[c]));
+      acc = _mm512_add_pd(_mm512_mul_pd(acc, u), coef);
     }
-    /* -(a*a) in [-16, -1] where used; -1 in the other lanes (no garbage). */
-    __m512d aa = _mm512_mask_mov_pd(_mm512_set1_pd(-1.0), mid,
-                                    negate8_where(0xff, _mm512_mul_pd(a, a)));
-    __m512d e = _mm512_sub_pd(_mm512_set1_pd(1.0), _mm512_mul_pd(exp_normal8(aa), acc));
-    r = negate8_where(neg, e);
+  } else {
+    u = _mm512_sub_pd(a, _mm512_set1_pd(1.5));
+    acc = horner8(ERFC_MID, 13, u);
   }
-  r = _mm512_mask_mov_pd(r, sat, negate8_where(neg, _mm512_set1_pd(1.0)));
-  if (small)
+  /* -(a*a) in [-16, -1] where used; -1 in the other lanes (no garbage). */
+  __m512d aa = _mm512_mask_mov_pd(_mm512_set1_pd(-1.0), lanes,
+                                  negate8_where(0xff, _mm512_mul_pd(a, a)));
+  __m512d e = _mm512_sub_pd(_mm512_set1_pd(1.0), _mm512_mul_pd(exp_normal8(aa), acc));
+  return negate8_where(neg, e);
+}
+
+/* dl_erff of in[0..n-1] into out, n <= ERF_CHUNK. Below 1, at 4 and up,
+ * and NaN as dl_erff does, eight lanes at a time. The lanes in [1, 4)
+ * (a third of GELU's arguments, in most groups of eight) are first
+ * gathered into full vectors and then scattered back, so that the costly
+ * range runs once per eight such lanes instead of once per group that
+ * holds one: each lane still sees the scalar function's operations. */
+enum { ERF_CHUNK = 256 };
+
+static DL_FMATH_AVX512 void erff_chunk(const float *in, float *out, int64_t n) {
+  double mid_x[ERF_CHUNK + 8];
+  int64_t mid_at[ERF_CHUNK + 8], mids = 0;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __mmask8 valid = (__mmask8)(n - i >= 8 ? 0xff : (1u << (n - i)) - 1u);
+    float padded[8] = {0};
+    const float *src = in + i;
+    if (valid != 0xff) src = memcpy(padded, in + i, (size_t)(n - i) * sizeof *padded);
+    __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(src));
+    __m512d a = abs8(x);
+    __mmask8 nan = _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
+    __mmask8 neg = _mm512_cmp_pd_mask(x, _mm512_setzero_pd(), _CMP_LT_OQ);
+    __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(1.0), _CMP_LT_OQ);
+    __mmask8 sat = _mm512_cmp_pd_mask(a, _mm512_set1_pd(4.0), _CMP_GE_OQ);
+    __mmask8 mid = (__mmask8)(~(small | sat | nan) & valid);
+    _mm512_mask_compressstoreu_pd(mid_x + mids, mid, x);
+    _mm512_mask_compressstoreu_epi64(mid_at + mids, mid,
+                                     _mm512_add_epi64(_mm512_set1_epi64(i),
+                                                      _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7)));
+    mids += __builtin_popcount(mid);
+    __m512d r = negate8_where(neg, _mm512_set1_pd(1.0));
     r = _mm512_mask_mov_pd(r, small, _mm512_mul_pd(x, horner8(ERF_SMALL, 10, _mm512_mul_pd(x, x))));
-  store8(out, r, nan, in, dl_erff);
+    if (valid == 0xff) store8(out + i, r, nan, in + i, dl_erff);
+    else {
+      float y[8];
+      store8(y, r, nan & valid, src, dl_erff);
+      memcpy(out + i, y, (size_t)(n - i) * sizeof *y);
+    }
+  }
+  for (int64_t j = 0; j < mids; j += 8) {
+    const __mmask8 lanes = (__mmask8)(mids - j >= 8 ? 0xff : (1u << (mids - j)) - 1u);
+    __m512d e = erf_mid8(_mm512_maskz_loadu_pd(lanes, mid_x + j), lanes);
+    _mm512_mask_i64scatter_ps(out, lanes, _mm512_maskz_loadu_epi64(lanes, mid_at + j),
+                              _mm512_cvtpd_ps(e), 4);
+  }
 }
 
 /* f8 over in[0..n-1], eight at a time; a short tail through a zero-padded
@@ -516,7 +545,8 @@ static bool have_avx512(void) {
 
 static bool have_avx512(void) { return false; }
 static void expf8(const float *in, float *out) { (void)in, (void)out; }
-static void erff8(const float *in, float *out) { (void)in, (void)out; }
+enum { ERF_CHUNK = 256 };
+static void erff_chunk(const float *in, float *out, int64_t n) { (void)in, (void)out, (void)n; }
 static void over_array(void (*f8)(const float *, float *), const float *in, float *out, int64_t n) {
   (void)f8, (void)in, (void)out, (void)n;
 }
@@ -533,7 +563,8 @@ void dl_expf_n(const float *in, float *out, int64_t n) {
 
 void dl_erff_n(const float *in, float *out, int64_t n) {
   if (n > 0 && have_avx512()) {
-    over_array(erff8, in, out, n);
+    for (int64_t i = 0; i < n; i += ERF_CHUNK)
+      erff_chunk(in + i, out + i, n - i < ERF_CHUNK ? n - i : ERF_CHUNK);
     return;
   }
   for (int64_t i = 0; i < n; i++) out[i] = dl_erff(in[i]);
