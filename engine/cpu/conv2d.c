@@ -320,6 +320,7 @@ typedef struct conv_job {
   float *bufs;    /* nslots col buffers of rows * pixels */
   int64_t nslots;
   const float *w;  /* possibly half-rounded weight */
+  const float *wt; /* dx: w transposed, [rows, O] */
   const float *b;  /* possibly half-rounded bias, or NULL */
   float *y;        /* forward output */
   const float *dy; /* backward: possibly half-rounded output gradient */
@@ -383,11 +384,11 @@ static void conv_dx_slots(void *ctx, int64_t first, int64_t last) {
       float *dx = j->dx + n * g->c * g->h * g->w;
       const float *dy = j->dy + n * g->o * g->pixels;
       if (col_is_input(j)) { /* col2im of a 1x1 conv is the identity */
-        dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows, dy, g->pixels, 0.0f, dx,
+        dl_sgemm(false, false, g->rows, g->pixels, g->o, j->wt, g->o, dy, g->pixels, 0.0f, dx,
                  g->pixels);
         continue;
       }
-      dl_sgemm(true, false, g->rows, g->pixels, g->o, j->w, g->rows, dy, g->pixels, 0.0f, dcol,
+      dl_sgemm(false, false, g->rows, g->pixels, g->o, j->wt, g->o, dy, g->pixels, 0.0f, dcol,
                g->pixels);
       memset(dx, 0, (size_t)(g->c * g->h * g->w) * sizeof *dx);
       for (int64_t r = 0; r < g->rows; r++) col2im_row(g, dcol + r * g->pixels, r, dx);
@@ -433,12 +434,14 @@ static dl_status amp_operand(int half, const dl_tensor *src, dl_tensor *copy, co
   return DL_OK;
 }
 
-/* Scratch of the job: col buffers and half-rounded weight/bias copies. */
+/* Scratch of the job: col buffers, half-rounded weight/bias copies, the
+ * transposed weight. */
 typedef struct conv_scratch {
-  dl_tensor bufs, w, b, x;
+  dl_tensor bufs, w, b, x, wt;
 } conv_scratch;
 
 static void scratch_free(conv_scratch *s) {
+  dl_tensor_free(&s->wt);
   dl_tensor_free(&s->x);
   dl_tensor_free(&s->bufs);
   dl_tensor_free(&s->w);
@@ -504,7 +507,7 @@ static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
   const int64_t shape[4] = {g.n, g.o, g.oh, g.ow};
   DL_TRY(dl_tensor_alloc_uninit(y, DL_F32, 4, shape, "conv2d output"));
   conv_job j;
-  conv_scratch s = {{0}, {0}, {0}, {0}};
+  conv_scratch s = {{0}, {0}, {0}, {0}, {0}};
   dl_status st = job_prepare(l, ctx, &g, x, &j, &s);
   if (st == DL_OK) {
     j.y = dl_f32(y);
@@ -582,13 +585,26 @@ static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
   return DL_OK;
 }
 
+/* dx_n's GEMM takes W^T [rows, O] as a plain operand, read in place, so
+ * that W is transposed once per backward rather than packed per sample. */
+static dl_status transposed_weight(conv_job *j, dl_tensor *wt) {
+  const conv_geom *g = j->g;
+  DL_TRY(dl_tensor_alloc_uninit(wt, DL_F32, 2, (const int64_t[]){g->rows, g->o},
+                                "conv2d weight (transposed)"));
+  float *t = dl_f32(wt);
+  for (int64_t o = 0; o < g->o; o++)
+    for (int64_t r = 0; r < g->rows; r++) t[r * g->o + o] = j->w[o * g->rows + r];
+  j->wt = t;
+  return DL_OK;
+}
+
 static dl_status conv_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                                const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
   (void)y;
   conv_geom g;
   DL_TRY(conv_geometry(l, x, &g));
   conv_job j;
-  conv_scratch s = {{0}, {0}, {0}, {0}};
+  conv_scratch s = {{0}, {0}, {0}, {0}, {0}};
   dl_tensor dyh = {0};
   dl_status st = job_prepare(l, ctx, &g, x, &j, &s);
   if (st == DL_OK) st = amp_operand(j.half, dy, &dyh, &j.dy);
@@ -602,7 +618,9 @@ static dl_status conv_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
       else dl_tensor_free(dx);
     } else if (st == DL_OK) {
       j.dx = dl_f32(dx);
-      dl_parallel_for(j.nslots, 1, conv_dx_slots, &j);
+      st = transposed_weight(&j, &s.wt);
+      if (st == DL_OK) dl_parallel_for(j.nslots, 1, conv_dx_slots, &j);
+      else dl_tensor_free(dx);
     }
   }
   scratch_free(&s);
