@@ -19,7 +19,9 @@ dl_status dl_set_num_threads(int n);
 int dl_get_num_threads(void);
 
 /* Runs fn over [0, n) in chunks of at least `grain` indices. Safe to call
- * from several threads at once (a busy pool runs the call inline). */
+ * from several threads at once (a busy pool runs the call inline). Workers
+ * poll for the next job for up to 0.2 ms before they sleep (threads.c), so
+ * they show as busy for that long after each job. */
 void dl_parallel_for(int64_t n, int64_t grain, dl_range_fn fn, void *ctx);
 
 /* Joins the pool's threads (tests, valgrind). The pool restarts on demand. */
