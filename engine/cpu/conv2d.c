@@ -535,18 +535,24 @@ static dl_status weight_grad(conv_job *j, float *gw) {
 
 enum { BIAS_LANES = 8 };
 
+typedef struct bias_job {
+  const conv_job *j;
+  float *gb;
+} bias_job;
+
 /* db[o] = sum of dy over samples, then pixels, in order. Eight channels
  * are summed side by side: each sum is still one chain in a fixed order,
- * but eight chains hide the latency of the adds. */
-static void bias_grad(const conv_job *j, float *gb) {
-  const conv_geom *g = j->g;
-  memset(gb, 0, (size_t)g->o * sizeof *gb);
-  for (int64_t n = 0; n < g->n; n++) {
-    for (int64_t o0 = 0; o0 < g->o; o0 += BIAS_LANES) {
-      const int64_t lanes = g->o - o0 < BIAS_LANES ? g->o - o0 : BIAS_LANES;
-      const float *dy = j->dy + (n * g->o + o0) * g->pixels;
-      float acc[BIAS_LANES];
-      for (int64_t i = 0; i < lanes; i++) acc[i] = gb[o0 + i];
+ * but eight chains hide the latency of the adds. Threads take blocks of
+ * eight channels, each through every sample. */
+static void bias_grad_blocks(void *ctx, int64_t begin, int64_t end) {
+  const bias_job *bj = ctx;
+  const conv_geom *g = bj->j->g;
+  for (int64_t blk = begin; blk < end; blk++) {
+    const int64_t o0 = blk * BIAS_LANES;
+    const int64_t lanes = g->o - o0 < BIAS_LANES ? g->o - o0 : BIAS_LANES;
+    float acc[BIAS_LANES] = {0};
+    for (int64_t n = 0; n < g->n; n++) {
+      const float *dy = bj->j->dy + (n * g->o + o0) * g->pixels;
       if (lanes == BIAS_LANES) {
         for (int64_t q = 0; q < g->pixels; q++)
           for (int64_t i = 0; i < BIAS_LANES; i++) acc[i] += dy[i * g->pixels + q];
@@ -554,9 +560,14 @@ static void bias_grad(const conv_job *j, float *gb) {
         for (int64_t i = 0; i < lanes; i++)
           for (int64_t q = 0; q < g->pixels; q++) acc[i] += dy[i * g->pixels + q];
       }
-      for (int64_t i = 0; i < lanes; i++) gb[o0 + i] = acc[i];
     }
+    for (int64_t i = 0; i < lanes; i++) bj->gb[o0 + i] = acc[i];
   }
+}
+
+static void bias_grad(const conv_job *j, float *gb) {
+  bias_job bj = {.j = j, .gb = gb};
+  dl_parallel_for((j->g->o + BIAS_LANES - 1) / BIAS_LANES, 1, bias_grad_blocks, &bj);
 }
 
 static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
