@@ -1,7 +1,8 @@
 /* The thread pool (engine/threads.c): every index exactly once in chunks of
  * at least `grain`, for many n / grain / thread counts; real parallelism;
- * concurrent and nested calls; shutdown and restart; fork; the thread-count
- * setting and its environment default. */
+ * jobs while workers poll and after they sleep; concurrent and nested
+ * calls; shutdown and restart; fork; the thread-count setting and its
+ * environment default. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -172,6 +173,26 @@ static void chunks_run_in_parallel(void **state) {
   free(r);
 }
 
+/* Workers poll for the next job for a while, then sleep: a job right after
+ * another (taken while polling) and one after a pause longer than the
+ * polling (a worker woken from its sleep) both run every index once, and
+ * both reach the worker. */
+static void jobs_back_to_back_and_after_idle(void **state) {
+  (void)state;
+  assert_int_equal(dl_set_num_threads(2), DL_OK);
+  for (int pause_ms = 0; pause_ms <= 20; pause_ms += 20) {
+    for (int job = 0; job < 2; job++) {
+      record *r = new_record(8, 1);
+      r->sleep_ms = 10;
+      dl_parallel_for(8, 1, mark_range, r);
+      assert_each_index_once(r, 8);
+      assert_int_equal(atomic_load(&r->most_in_flight), 2);
+      free(r);
+      sleep_ms(pause_ms);
+    }
+  }
+}
+
 /* Fewer threads after more: the extra workers must stay out. */
 static void fewer_threads_after_more(void **state) {
   (void)state;
@@ -278,6 +299,7 @@ int main(void) {
       cmocka_unit_test_teardown(invalid_thread_counts_are_refused, teardown),
       cmocka_unit_test_teardown(every_index_exactly_once, teardown),
       cmocka_unit_test_teardown(chunks_run_in_parallel, teardown),
+      cmocka_unit_test_teardown(jobs_back_to_back_and_after_idle, teardown),
       cmocka_unit_test_teardown(fewer_threads_after_more, teardown),
       cmocka_unit_test_teardown(nested_calls_run_inline, teardown),
       cmocka_unit_test_teardown(concurrent_callers, teardown),
