@@ -310,8 +310,17 @@ static void flatten_shapes_and_gradients(void **state) {
   assert_int_equal(dl_layer_init(&l, &d, "", 0, 1), DL_OK);
   assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_ERR_INVALID);
   assert_non_null(strstr(dl_last_error(), "rank >= 2"));
+  dl_tensor_free(&x);
+  /* An output gradient of another size is refused, not copied past dx. */
+  dl_tensor dy = {0};
+  assert_int_equal(dl_tensor_f32(&x, 2, 2, 3, 0, 0, "x"), DL_OK);
+  assert_int_equal(dl_tensor_f32(&dy, 2, 2, 4, 0, 0, "dy"), DL_OK);
+  assert_int_equal(l.ops->backward(&l, &ctx, &x, NULL, &dy, &dx), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "does not have the input"));
+  assert_true(dl_tensor_empty(&dx));
   dl_layer_destroy(&l);
   dl_tensor_free(&x);
+  dl_tensor_free(&dy);
 }
 
 int main(void) {
