@@ -113,6 +113,17 @@ dl_status dl_layer_check_dy(const dl_layer *l, const dl_tensor *dy, const dl_ten
                  dl_layer_label(l, name, sizeof name), what);
 }
 
+dl_status dl_layer_check_dy_shape(const dl_layer *l, const dl_tensor *dy, int ndim,
+                                  const int64_t *shape) {
+  dl_tensor want = {.dtype = DL_F32, .ndim = ndim};
+  memcpy(want.shape, shape, (size_t)ndim * sizeof *shape);
+  if (dy->dtype == DL_F32 && dl_tensor_same_shape(&want, dy)) return DL_OK;
+  char name[128], a[96], b[96];
+  return dl_fail(DL_ERR_INVALID, "%s: output gradient is %s; expected %s",
+                 dl_layer_label(l, name, sizeof name), dl_tensor_describe(dy, a, sizeof a),
+                 dl_tensor_describe(&want, b, sizeof b));
+}
+
 dl_status dl_layer_no_check(const char *label, const dl_layer_desc *d) {
   (void)label, (void)d;
   return DL_OK;

@@ -241,6 +241,38 @@ static inline int gc_nomem_failures(const dl_layer_desc *d, const char *prefix, 
   return -1;
 }
 
+/* Backward with an output gradient one element longer in its last dim than
+ * the forward's output, then one of another dtype: both must be refused
+ * (DL_ERR_INVALID, "output gradient is"), leaving dx empty, never read past
+ * dy's end. False (gc_last_report says why) otherwise. */
+static inline bool gc_refuses_misshapen_dy(const dl_layer_desc *d, const dl_tensor *x) {
+  dl_layer l;
+  dl_tensor y = {0}, dx = {0}, wide = {0}, ints = {0};
+  dl_ctx ctx = gc_ctx();
+  bool ok = dl_layer_init(&l, d, "", 0, 1) == DL_OK && l.ops->forward(&l, &ctx, x, &y) == DL_OK;
+  int64_t shape[DL_MAX_DIMS];
+  memcpy(shape, y.shape, sizeof shape);
+  shape[y.ndim - 1]++;
+  ok = ok && dl_tensor_alloc(&wide, DL_F32, y.ndim, shape, "wide dy") == DL_OK &&
+       dl_tensor_alloc(&ints, DL_I32, y.ndim, y.shape, "int dy") == DL_OK;
+  const dl_tensor *bad[2] = {&wide, &ints};
+  for (int i = 0; ok && i < 2; i++) {
+    dl_status s = l.ops->backward(&l, &ctx, x, &y, bad[i], &dx);
+    if (s != DL_ERR_INVALID || !strstr(dl_last_error(), "output gradient is") ||
+        !dl_tensor_empty(&dx)) {
+      snprintf(gc_last_report, sizeof gc_last_report, "dy %d: status %d, dx %s: %s", i, (int)s,
+               dl_tensor_empty(&dx) ? "empty" : "allocated", dl_last_error());
+      ok = false;
+    }
+  }
+  dl_tensor_free(&dx);
+  dl_tensor_free(&y);
+  dl_tensor_free(&wide);
+  dl_tensor_free(&ints);
+  dl_layer_destroy(&l);
+  return ok;
+}
+
 static inline bool gc_same_bytes(const dl_tensor *a, const dl_tensor *b, const char *what) {
   if (a->numel == b->numel && memcmp(a->data, b->data, dl_tensor_bytes(a)) == 0) return true;
   snprintf(gc_last_report, sizeof gc_last_report, "%s differs between 1 and 2 threads", what);

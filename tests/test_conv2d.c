@@ -37,6 +37,19 @@ static const conv_case cases[] = {
     {2, 1, 4, 4, 2, 1, 1, 0, true}, {1, 2, 7, 5, 2, 3, 3, 2, false}, {1, 1, 3, 3, 1, 3, 1, 0, true},
 };
 
+/* An output gradient of another shape or dtype is refused, not read by
+ * the shape the forward gave. */
+static void misshapen_output_gradients_are_refused(void **state) {
+  (void)state;
+  dl_tensor x = {0};
+  assert_int_equal(dl_tensor_f32(&x, 4, 2, 3, 5, 5, "x"), DL_OK);
+  dl_layer_desc d = conv_desc(3, 4, 3, 1, 1, true);
+  bool refused = gc_refuses_misshapen_dy(&d, &x);
+  if (!refused) print_error("%s\n", gc_last_report);
+  assert_true(refused);
+  dl_tensor_free(&x);
+}
+
 static void gradients_match_finite_differences(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -384,6 +397,7 @@ int main(void) {
       cmocka_unit_test(results_do_not_depend_on_thread_count),
       cmocka_unit_test(init_and_accumulation),
       cmocka_unit_test(bad_input_and_desc_are_refused),
+      cmocka_unit_test(misshapen_output_gradients_are_refused),
       cmocka_unit_test(allocation_failures_leak_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

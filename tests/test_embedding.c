@@ -88,6 +88,20 @@ static void gradients_match_finite_differences(void **state) {
   dl_tensor_free(&ids);
 }
 
+/* An output gradient of another shape or dtype is refused, not read by
+ * the shape the forward gave. */
+static void misshapen_output_gradients_are_refused(void **state) {
+  (void)state;
+  dl_tensor ids = {0};
+  const int32_t v[4] = {1, 3, 0, 2};
+  ids_tensor(&ids, 2, (const int64_t[]){2, 2}, v);
+  dl_layer_desc d = emb_desc(4, 3);
+  bool refused = gc_refuses_misshapen_dy(&d, &ids);
+  if (!refused) print_error("%s\n", gc_last_report);
+  assert_true(refused);
+  dl_tensor_free(&ids);
+}
+
 /* Repeated ids sum their rows of dy in position order, exactly. */
 static void repeated_ids_accumulate_in_order(void **state) {
   (void)state;
@@ -191,6 +205,7 @@ int main(void) {
       cmocka_unit_test(gradients_match_finite_differences),
       cmocka_unit_test(repeated_ids_accumulate_in_order),
       cmocka_unit_test(bad_ids_are_refused_with_position),
+      cmocka_unit_test(misshapen_output_gradients_are_refused),
       cmocka_unit_test(allocation_failures_leak_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

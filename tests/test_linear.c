@@ -43,6 +43,19 @@ static void gradients_match_finite_differences(void **state) {
   gradcheck_case(4, (const int64_t[]){2, 2, 2, 4}, false);
 }
 
+/* An output gradient of another shape or dtype is refused, not read by
+ * the shape the forward gave. */
+static void misshapen_output_gradients_are_refused(void **state) {
+  (void)state;
+  dl_tensor x = {0};
+  assert_int_equal(dl_tensor_f32(&x, 2, 4, 5, 0, 0, "x"), DL_OK);
+  dl_layer_desc d = linear_desc(5, 3, true);
+  bool refused = gc_refuses_misshapen_dy(&d, &x);
+  if (!refused) print_error("%s\n", gc_last_report);
+  assert_true(refused);
+  dl_tensor_free(&x);
+}
+
 /* Small integers: every product and sum is exact in float32, so the
  * answer is known exactly. */
 static void forward_gives_exact_known_answer(void **state) {
@@ -234,6 +247,7 @@ int main(void) {
       cmocka_unit_test(autocast_matches_hand_rounding),
       cmocka_unit_test(gradients_accumulate_and_respect_requires_grad),
       cmocka_unit_test(bad_input_and_desc_are_refused),
+      cmocka_unit_test(misshapen_output_gradients_are_refused),
       cmocka_unit_test(allocation_failures_leak_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -614,6 +614,7 @@ static dl_status conv_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   (void)y;
   conv_geom g;
   DL_TRY(conv_geometry(l, x, &g));
+  DL_TRY(dl_layer_check_dy_shape(l, dy, 4, (const int64_t[]){g.n, g.o, g.oh, g.ow}));
   conv_job j;
   conv_scratch s = {{0}, {0}, {0}, {0}, {0}};
   dl_tensor dyh = {0};

@@ -35,13 +35,20 @@ static dl_status check_ids(const dl_layer *l, const dl_tensor *x) {
   return DL_OK;
 }
 
+/* The ids' shape with embedding_dim after it: y's and dy's. */
+static void output_shape(const dl_layer *l, const dl_tensor *x, int64_t shape[DL_MAX_DIMS]) {
+  memset(shape, 0, DL_MAX_DIMS * sizeof *shape);
+  memcpy(shape, x->shape, (size_t)x->ndim * sizeof *shape);
+  shape[x->ndim] = l->desc.out;
+}
+
 static dl_status embedding_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                                    dl_tensor *y) {
   (void)ctx;
   DL_TRY(check_ids(l, x));
   const int64_t dim = l->desc.out;
-  int64_t shape[DL_MAX_DIMS] = {x->shape[0], x->shape[1], 0, 0};
-  shape[x->ndim] = dim;
+  int64_t shape[DL_MAX_DIMS];
+  output_shape(l, x, shape);
   DL_TRY(dl_tensor_alloc(y, DL_F32, x->ndim + 1, shape, "embedding output"));
   const float *w = dl_f32(&l->params[0].value);
   const int32_t *ids = dl_i32(x);
@@ -56,6 +63,10 @@ static dl_status embedding_backward(dl_layer *l, const dl_ctx *ctx, const dl_ten
   (void)ctx, (void)y, (void)dx; /* ids are integers: no input gradient */
   dl_param *w = &l->params[0];
   if (!w->requires_grad) return DL_OK;
+  DL_TRY(check_ids(l, x));
+  int64_t shape[DL_MAX_DIMS];
+  output_shape(l, x, shape);
+  DL_TRY(dl_layer_check_dy_shape(l, dy, x->ndim + 1, shape));
   dl_tensor scratch = {0};
   float *g = dl_f32(&w->grad);
   if (w->has_grad) {

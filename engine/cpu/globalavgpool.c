@@ -35,13 +35,16 @@ static void gap_spread_planes(void *ctx, int64_t begin, int64_t end) {
 /* Enough planes per chunk that a thread gets ~16k elements of work. */
 static int64_t grain_for(int64_t plane) { return plane >= 16384 ? 1 : 16384 / (plane + 1) + 1; }
 
+static dl_status gap_check_input(const dl_tensor *x) {
+  if (x->dtype == DL_F32 && x->ndim == 4 && x->shape[2] * x->shape[3] != 0) return DL_OK;
+  char a[96];
+  return dl_fail(DL_ERR_INVALID, "input %s: expected [N, C, H, W] float32, H, W > 0",
+                 dl_tensor_describe(x, a, sizeof a));
+}
+
 static dl_status gap_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   (void)l;
-  if (x->dtype != DL_F32 || x->ndim != 4 || x->shape[2] * x->shape[3] == 0) {
-    char a[96];
-    return dl_fail(DL_ERR_INVALID, "input %s: expected [N, C, H, W] float32, H, W > 0",
-                   dl_tensor_describe(x, a, sizeof a));
-  }
+  DL_TRY(gap_check_input(x));
   const int64_t planes = x->shape[0] * x->shape[1], plane = x->shape[2] * x->shape[3];
   DL_TRY(dl_tensor_f32(y, 2, x->shape[0], x->shape[1], 0, 0, "globalavgpool output"));
   gap_job j = {dl_f32(x), dl_f32(y), plane, (float)plane};
@@ -52,8 +55,10 @@ static dl_status gap_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
 
 static dl_status gap_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                               const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
-  (void)l, (void)y;
+  (void)y;
   if (!dx) return DL_OK;
+  DL_TRY(gap_check_input(x));
+  DL_TRY(dl_layer_check_dy_shape(l, dy, 2, (const int64_t[]){x->shape[0], x->shape[1]}));
   DL_TRY(dl_tensor_alloc(dx, DL_F32, 4, x->shape, "globalavgpool input gradient"));
   const int64_t plane = x->shape[2] * x->shape[3];
   gap_job j = {dl_f32(dy), dl_f32(dx), plane, (float)plane};

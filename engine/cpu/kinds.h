@@ -35,6 +35,11 @@ dl_status dl_layer_check_norm(const char *label, const dl_layer_desc *d, bool ha
  * and WHAT differ in shape or dtype". */
 dl_status dl_layer_check_dy(const dl_layer *l, const dl_tensor *dy, const dl_tensor *like,
                             const char *what);
+/* The same against the shape the forward gave its output (ndim <=
+ * DL_MAX_DIMS): "LAYER: output gradient is [..] T; expected [..] float32".
+ * A backward reads dy by that shape, never past it. */
+dl_status dl_layer_check_dy_shape(const dl_layer *l, const dl_tensor *dy, int ndim,
+                                  const int64_t *shape);
 
 /* Creates l->params[l->nparams++] named prefix+suffix, shaped as given,
  * requires_grad and in_optimizer on; grad allocated alongside. */

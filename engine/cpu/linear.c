@@ -46,12 +46,17 @@ static dl_status amp_operand(const dl_ctx *ctx, const dl_tensor *src, dl_tensor 
   return DL_OK;
 }
 
+/* x's shape with out_features last: y's and dy's. */
+static void output_shape(const dl_layer *l, const dl_tensor *x, int64_t shape[DL_MAX_DIMS]) {
+  memcpy(shape, x->shape, DL_MAX_DIMS * sizeof *shape);
+  shape[x->ndim - 1] = l->desc.out;
+}
+
 static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   DL_TRY(check_input(l, x));
   const int64_t in = l->desc.in, out = l->desc.out, rows = x->numel / in;
   int64_t shape[DL_MAX_DIMS];
-  memcpy(shape, x->shape, sizeof shape);
-  shape[x->ndim - 1] = out;
+  output_shape(l, x, shape);
   DL_TRY(dl_tensor_alloc_uninit(y, DL_F32, x->ndim, shape, "linear output"));
   dl_tensor xh = {0}, wh = {0};
   const float *xp, *wp;
@@ -133,6 +138,10 @@ static dl_status bias_grad(const dl_ctx *ctx, dl_param *b, const float *dyp, int
 static dl_status linear_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                                  const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
   (void)y;
+  DL_TRY(check_input(l, x));
+  int64_t shape[DL_MAX_DIMS];
+  output_shape(l, x, shape);
+  DL_TRY(dl_layer_check_dy_shape(l, dy, x->ndim, shape));
   const int64_t in = l->desc.in, out = l->desc.out, rows = x->numel / in;
   dl_tensor dyh = {0}, xh = {0}, wh = {0};
   const float *dyp, *xp, *wp;
