@@ -316,12 +316,16 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* The tile grid: tiles no larger than MC_MAX x NC_MAX, and, when the work
  * is worth threads, at least two per thread (so that a thread slowed by a
- * busy core does not hold the others up), split along the longer side. */
+ * busy core does not hold the others up), split along the longer side.
+ * MC_MAX bounds the packed A a tile keeps in L2; an A read in place has
+ * nothing to keep, so its tiles take every row, and B, packed per tile, is
+ * packed once per column block rather than once per MC_MAX rows. */
 static void choose_tiles(gemm_job *g, int threads) {
   const dl_gemm_isa *isa = g->isa;
+  const bool direct = !g->trans_a && isa->kernel_direct;
   g->pm = ceil_div(g->M, isa->mr);
   g->pn = ceil_div(g->N, isa->nr);
-  g->tiles_m = ceil_div(g->pm, MC_MAX / isa->mr);
+  g->tiles_m = direct ? 1 : ceil_div(g->pm, MC_MAX / isa->mr);
   g->tiles_n = ceil_div(g->pn, NC_MAX / isa->nr);
   double fmas = (double)g->M * (double)g->N * (double)g->K;
   int64_t want = 1;
