@@ -206,14 +206,22 @@ static const float *b_at(const gemm_job *g, int64_t k, int64_t j) {
   return g->trans_b ? g->B + j * g->ldb + k : g->B + k * g->ldb + j;
 }
 
-/* C[i0:i0+m, j0:j0+n] with packing buffers ap (tile_pm*mr*kc floats) and
- * bp (tile_pn*nr*kc floats). An A that is not transposed is read in place
- * where the ISA has a direct kernel; a panel of it is packed only for the
- * ragged sub-tiles, which the direct kernel does not take. */
+/* An A that is not transposed is read in place where the ISA has a direct
+ * kernel; a panel of it is packed only for the ragged sub-tiles, which the
+ * direct kernel does not take. */
+static bool reads_a_in_place(const gemm_job *g) { return !g->trans_a && g->isa->kernel_direct; }
+
+/* The floats of a chunk's A packing buffer: the tile's panels, or one. */
+static size_t a_buffer_floats(const gemm_job *g) {
+  return (size_t)((reads_a_in_place(g) ? 1 : g->tile_pm) * g->isa->mr * g->kc);
+}
+
+/* C[i0:i0+m, j0:j0+n] with packing buffers ap (a_buffer_floats) and bp
+ * (tile_pn*nr*kc floats). */
 static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, int64_t n, float *ap,
                          float *bp) {
   const dl_gemm_isa *isa = g->isa;
-  const bool direct = !g->trans_a && isa->kernel_direct;
+  const bool direct = reads_a_in_place(g);
   float *c = g->C + i0 * g->ldc + j0;
   if (g->beta != 0.0f && g->beta != 1.0f)
     for (int64_t i = 0; i < m; i++)
@@ -256,7 +264,7 @@ static void tile_extent(int64_t t, int64_t tiles, int64_t panels, int64_t width,
  * computed by the reference loop: slower, the same bits. */
 static void compute_tiles(void *ctx, int64_t begin, int64_t end) {
   const gemm_job *g = ctx;
-  size_t a_floats = (size_t)(g->tile_pm * g->isa->mr * g->kc);
+  size_t a_floats = a_buffer_floats(g);
   size_t b_floats = (size_t)(g->tile_pn * g->isa->nr * g->kc);
   size_t bytes = ((a_floats + b_floats) * sizeof(float) + 63) / 64 * 64;
   float *buf = aligned_alloc(64, bytes);
@@ -322,10 +330,9 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
  * packed once per column block rather than once per MC_MAX rows. */
 static void choose_tiles(gemm_job *g, int threads) {
   const dl_gemm_isa *isa = g->isa;
-  const bool direct = !g->trans_a && isa->kernel_direct;
   g->pm = ceil_div(g->M, isa->mr);
   g->pn = ceil_div(g->N, isa->nr);
-  g->tiles_m = direct ? 1 : ceil_div(g->pm, MC_MAX / isa->mr);
+  g->tiles_m = reads_a_in_place(g) ? 1 : ceil_div(g->pm, MC_MAX / isa->mr);
   g->tiles_n = ceil_div(g->pn, NC_MAX / isa->nr);
   double fmas = (double)g->M * (double)g->N * (double)g->K;
   int64_t want = 1;
