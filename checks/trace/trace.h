@@ -1,6 +1,7 @@
 /* The Trace: everything one run recorded, the one structure the harness
- * passes around. Written to and read from HDF5 by trace_io.c; a golden file
- * is a trace plus tolerances and an environment fingerprint.
+ * passes around. Written to and read from HDF5 by store/trace_write.c and
+ * store/trace_read.c; a golden file is a trace plus tolerances and an
+ * environment fingerprint.
  *
  * It is generic on purpose: named per-step series ("loss", "grad_norm",
  * "lr", "loss_scale", "skipped"), per-step digests of named tensors (so the

@@ -1,5 +1,5 @@
-"""dlcheck trace files (and goldens), exactly as checks/store/trace_io.c writes and
-reads them (schema_version 1).
+"""dlcheck trace files (and goldens), exactly as checks/store/trace_write.c writes
+them and checks/store/trace_read.c reads them (schema_version 1).
 
     user block       512 bytes: "dlcheck trace 1\\nxxh64 <16 lowercase hex>\\n"
                      NUL-padded; the hex is the xxhash64 (seed 0) of every
@@ -67,7 +67,7 @@ class TraceFormatError(TraceError, ValueError):
 # ---- names ------------------------------------------------------------------
 
 def encode_name(name: str) -> str:
-    """The link name of a series or final, as trace_io.c's encode_name."""
+    """The link name of a series or final, as trace_names.c's dlc_trace_encode_name."""
     if name == ".":
         return "%2E"
     return name.replace("%", "%25").replace("/", "%2F")
