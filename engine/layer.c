@@ -105,14 +105,6 @@ dl_status dl_layer_check_norm(const char *label, const dl_layer_desc *d, bool ha
   return DL_OK;
 }
 
-dl_status dl_layer_check_dy(const dl_layer *l, const dl_tensor *dy, const dl_tensor *like,
-                            const char *what) {
-  if (dy->dtype == DL_F32 && dl_tensor_same_shape(like, dy)) return DL_OK;
-  char name[128];
-  return dl_fail(DL_ERR_INVALID, "%s: output gradient and %s differ in shape or dtype",
-                 dl_layer_label(l, name, sizeof name), what);
-}
-
 dl_status dl_layer_check_dy_shape(const dl_layer *l, const dl_tensor *dy, int ndim,
                                   const int64_t *shape) {
   dl_tensor want = {.dtype = DL_F32, .ndim = ndim};
@@ -122,6 +114,10 @@ dl_status dl_layer_check_dy_shape(const dl_layer *l, const dl_tensor *dy, int nd
   return dl_fail(DL_ERR_INVALID, "%s: output gradient is %s; expected %s",
                  dl_layer_label(l, name, sizeof name), dl_tensor_describe(dy, a, sizeof a),
                  dl_tensor_describe(&want, b, sizeof b));
+}
+
+dl_status dl_layer_check_dy(const dl_layer *l, const dl_tensor *dy, const dl_tensor *like) {
+  return dl_layer_check_dy_shape(l, dy, like->ndim, like->shape);
 }
 
 dl_status dl_layer_no_check(const char *label, const dl_layer_desc *d) {

@@ -295,7 +295,7 @@ static void bad_input_and_allocation_failures(void **state) {
   assert_int_equal(dl_tensor_f32(&other, 1, 5, 0, 0, 0, "dy"), DL_OK);
   assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
   assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &other, &dx), DL_ERR_INVALID);
-  assert_non_null(strstr(dl_last_error(), "differ in shape"));
+  assert_non_null(strstr(dl_last_error(), "output gradient is"));
   assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &ids, &dx), DL_ERR_INVALID);
   assert_non_null(strstr(dl_last_error(), "output gradient is [4] int32"));
   assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &x, NULL), DL_OK);

@@ -283,7 +283,7 @@ static void bad_descriptions_inputs_and_misuse_are_refused(void **state) {
   dl_tensor other = {0};
   make_input(&other, 1, 3, 4, 3);
   assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &other, &dx), DL_ERR_INVALID);
-  assert_non_null(strstr(dl_last_error(), "differ in shape"));
+  assert_non_null(strstr(dl_last_error(), "output gradient is"));
   assert_int_equal(l.ops->backward(&l, &ctx, &other, &other, &other, &dx), DL_ERR_INVALID);
   assert_non_null(strstr(dl_last_error(), "backward without a grad-mode forward"));
   assert_true(dl_tensor_empty(&dx));

@@ -124,7 +124,7 @@ static void bad_inputs_and_descriptions_are_refused(void **state) {
   dl_tensor short_dy = {0};
   make_input(&short_dy, 2, 3, 3, 1);
   assert_int_equal(l.ops->backward(&l, &ctx, &ok, &y, &short_dy, &dx), DL_ERR_INVALID);
-  assert_non_null(strstr(dl_last_error(), "output gradient and input differ"));
+  assert_non_null(strstr(dl_last_error(), "output gradient is"));
   dl_tensor *all[] = {&long_seq, &wide, &ok, &y, &short_dy};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dl_tensor_free(all[i]);
   dl_layer_destroy(&l);

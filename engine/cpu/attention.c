@@ -398,7 +398,7 @@ static dl_status attention_backward(dl_layer *l, const dl_ctx *ctx, const dl_ten
   attn_dims g, gy;
   DL_TRY(check_3d(l, x, "input", &g));
   DL_TRY(check_3d(l, dy, "output gradient", &gy));
-  DL_TRY(dl_layer_check_dy(l, dy, x, "input"));
+  DL_TRY(dl_layer_check_dy(l, dy, x));
   const bool drop = dropout_active(l);
   if (l->saved[SAVED_QKV].numel != g.n * g.t * 3 * g.e ||
       l->saved[SAVED_PROBS].numel != g.n * g.h * g.t * g.t ||

@@ -130,7 +130,7 @@ static dl_status dropout_backward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
   (void)y;
   char name[128];
   DL_TRY(dropout_check(l, x, "input"));
-  DL_TRY(dl_layer_check_dy(l, dy, x, "input"));
+  DL_TRY(dl_layer_check_dy(l, dy, x));
   bool active = dropout_active(l);
   if (active && (dl_tensor_empty(&l->saved[0]) || l->saved[0].numel != x->numel))
     return dl_fail(DL_ERR_INVALID,

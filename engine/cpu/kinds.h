@@ -30,16 +30,14 @@ dl_status dl_layer_check_window(const char *label, const dl_layer_desc *d, int m
 /* num_features > 0, finite eps > 0, and momentum in [0, 1] if it has one. */
 dl_status dl_layer_check_norm(const char *label, const dl_layer_desc *d, bool has_momentum);
 
-/* A backward's output gradient dy: float32 and shaped like `like` (the
- * forward's `what`: "input", "activation"), else "LAYER: output gradient
- * and WHAT differ in shape or dtype". */
-dl_status dl_layer_check_dy(const dl_layer *l, const dl_tensor *dy, const dl_tensor *like,
-                            const char *what);
-/* The same against the shape the forward gave its output (ndim <=
- * DL_MAX_DIMS): "LAYER: output gradient is [..] T; expected [..] float32".
- * A backward reads dy by that shape, never past it. */
+/* A backward's output gradient dy: float32 of exactly the shape the
+ * forward gave its output (ndim <= DL_MAX_DIMS), else "LAYER: output
+ * gradient is [..] T; expected [..] float32". A backward reads dy by that
+ * shape, never past it. dl_layer_check_dy: the shape of `like` (the input
+ * or activation, for layers whose output is shaped like it). */
 dl_status dl_layer_check_dy_shape(const dl_layer *l, const dl_tensor *dy, int ndim,
                                   const int64_t *shape);
+dl_status dl_layer_check_dy(const dl_layer *l, const dl_tensor *dy, const dl_tensor *like);
 
 /* Creates l->params[l->nparams++] named prefix+suffix, shaped as given,
  * requires_grad and in_optimizer on; grad allocated alongside. */

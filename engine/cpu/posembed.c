@@ -65,7 +65,7 @@ static dl_status posembed_backward(dl_layer *l, const dl_ctx *ctx, const dl_tens
   (void)ctx, (void)y;
   char name[128];
   DL_TRY(check_seq(l, x, "input"));
-  DL_TRY(dl_layer_check_dy(l, dy, x, "input"));
+  DL_TRY(dl_layer_check_dy(l, dy, x));
   dl_param *w = &l->params[0];
   const int64_t n = x->shape[0], te = x->shape[1] * x->shape[2];
   const float *g = dl_f32(dy);
