@@ -175,7 +175,6 @@ static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tens
                               dl_tensor *dx, act_kind kind) {
   char name[128];
   DL_TRY(act_check(l, saved, "saved activation"));
-  DL_TRY(act_check(l, dy, "output gradient"));
   DL_TRY(dl_layer_check_dy(l, dy, saved));
   if (!dx) return DL_OK;
   dl_status s = dl_tensor_alloc_uninit(dx, DL_F32, dy->ndim, dy->shape,

@@ -395,9 +395,8 @@ static dl_status attention_backward(dl_layer *l, const dl_ctx *ctx, const dl_ten
                                     const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
   (void)y;
   char name[128];
-  attn_dims g, gy;
+  attn_dims g;
   DL_TRY(check_3d(l, x, "input", &g));
-  DL_TRY(check_3d(l, dy, "output gradient", &gy));
   DL_TRY(dl_layer_check_dy(l, dy, x));
   const bool drop = dropout_active(l);
   if (l->saved[SAVED_QKV].numel != g.n * g.t * 3 * g.e ||

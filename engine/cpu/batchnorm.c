@@ -233,9 +233,8 @@ static dl_status bn_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   (void)ctx;
   (void)y;
   char name[128];
-  bn_dims d, dd;
+  bn_dims d;
   DL_TRY(bn_dims_of(l, x, "input", &d));
-  DL_TRY(bn_dims_of(l, dy, "output gradient", &dd));
   DL_TRY(dl_layer_check_dy(l, dy, x));
   if (dl_tensor_empty(&l->saved[0]) || l->saved[0].numel != d.c)
     return dl_fail(DL_ERR_INVALID,

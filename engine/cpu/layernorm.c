@@ -180,9 +180,8 @@ static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   (void)ctx;
   (void)y;
   char name[128];
-  int64_t rows = 0, dy_rows = 0;
+  int64_t rows = 0;
   DL_TRY(ln_rows_of(l, x, "input", &rows));
-  DL_TRY(ln_rows_of(l, dy, "output gradient", &dy_rows));
   DL_TRY(dl_layer_check_dy(l, dy, x));
   if (dl_tensor_empty(&l->saved[0]) || l->saved[0].numel != rows)
     return dl_fail(DL_ERR_INVALID,
