@@ -477,7 +477,8 @@ static DL_FMATH_AVX512_INLINE __m512d erf_mid8(__m512d x, __mmask8 lanes) {
   return negate8_where(neg, e);
 }
 
-/* dl_erff of in[0..n-1] into out, n <= ERF_CHUNK. Below 1, at 4 and up,
+/* dl_erff of in[0..n-1] into out, n <= ERF_CHUNK and a multiple of 8
+ * (dl_erff_n pads a short tail, as over_array does). Below 1, at 4 and up,
  * and NaN as dl_erff does, eight lanes at a time. The lanes in [1, 4)
  * (a third of GELU's arguments, in most groups of eight) are first
  * gathered into full vectors and then scattered back, so that the costly
@@ -489,17 +490,13 @@ static DL_FMATH_AVX512 void erff_chunk(const float *in, float *out, int64_t n) {
   double mid_x[ERF_CHUNK + 8];
   int64_t mid_at[ERF_CHUNK + 8], mids = 0;
   for (int64_t i = 0; i < n; i += 8) {
-    const __mmask8 valid = (__mmask8)(n - i >= 8 ? 0xff : (1u << (n - i)) - 1u);
-    float padded[8] = {0};
-    const float *src = in + i;
-    if (valid != 0xff) src = memcpy(padded, in + i, (size_t)(n - i) * sizeof *padded);
-    __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(src));
+    __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(in + i));
     __m512d a = abs8(x);
     __mmask8 nan = _mm512_cmp_pd_mask(x, x, _CMP_UNORD_Q);
     __mmask8 neg = _mm512_cmp_pd_mask(x, _mm512_setzero_pd(), _CMP_LT_OQ);
     __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(1.0), _CMP_LT_OQ);
     __mmask8 sat = _mm512_cmp_pd_mask(a, _mm512_set1_pd(4.0), _CMP_GE_OQ);
-    __mmask8 mid = (__mmask8)(~(small | sat | nan) & valid);
+    __mmask8 mid = (__mmask8)(~(small | sat | nan));
     _mm512_mask_compressstoreu_pd(mid_x + mids, mid, x);
     _mm512_mask_compressstoreu_epi64(mid_at + mids, mid,
                                      _mm512_add_epi64(_mm512_set1_epi64(i),
@@ -507,12 +504,7 @@ static DL_FMATH_AVX512 void erff_chunk(const float *in, float *out, int64_t n) {
     mids += __builtin_popcount(mid);
     __m512d r = negate8_where(neg, _mm512_set1_pd(1.0));
     r = _mm512_mask_mov_pd(r, small, _mm512_mul_pd(x, horner8(ERF_SMALL, 10, _mm512_mul_pd(x, x))));
-    if (valid == 0xff) store8(out + i, r, nan, in + i, dl_erff);
-    else {
-      float y[8];
-      store8(y, r, nan & valid, src, dl_erff);
-      memcpy(out + i, y, (size_t)(n - i) * sizeof *y);
-    }
+    store8(out + i, r, nan, in + i, dl_erff);
   }
   for (int64_t j = 0; j < mids; j += 8) {
     const __mmask8 lanes = (__mmask8)(mids - j >= 8 ? 0xff : (1u << (mids - j)) - 1u);
@@ -563,8 +555,15 @@ void dl_expf_n(const float *in, float *out, int64_t n) {
 
 void dl_erff_n(const float *in, float *out, int64_t n) {
   if (n > 0 && have_avx512()) {
-    for (int64_t i = 0; i < n; i += ERF_CHUNK)
-      erff_chunk(in + i, out + i, n - i < ERF_CHUNK ? n - i : ERF_CHUNK);
+    const int64_t whole = n / 8 * 8;
+    for (int64_t i = 0; i < whole; i += ERF_CHUNK)
+      erff_chunk(in + i, out + i, whole - i < ERF_CHUNK ? whole - i : ERF_CHUNK);
+    if (whole < n) {
+      float x[8] = {0}, y[8];
+      memcpy(x, in + whole, (size_t)(n - whole) * sizeof *x);
+      erff_chunk(x, y, 8);
+      memcpy(out + whole, y, (size_t)(n - whole) * sizeof *y);
+    }
     return;
   }
   for (int64_t i = 0; i < n; i++) out[i] = dl_erff(in[i]);
