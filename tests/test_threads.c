@@ -160,37 +160,34 @@ static void every_index_exactly_once(void **state) {
   }
 }
 
-/* Chunks that sleep cannot all run on the caller before a worker wakes:
- * at some moment two run at once. */
-static void chunks_run_in_parallel(void **state) {
-  (void)state;
+/* Eight chunks that sleep chunk_ms each on 2 threads: every index once, and
+ * at some moment two chunks at once (they cannot all run on the caller
+ * before a worker joins). */
+static void assert_two_threads_share(int chunk_ms) {
   assert_int_equal(dl_set_num_threads(2), DL_OK);
   record *r = new_record(8, 1);
-  r->sleep_ms = 30;
+  r->sleep_ms = chunk_ms;
   dl_parallel_for(8, 1, mark_range, r);
   assert_each_index_once(r, 8);
   assert_int_equal(atomic_load(&r->most_in_flight), 2);
   free(r);
 }
 
+static void chunks_run_in_parallel(void **state) {
+  (void)state;
+  assert_two_threads_share(30);
+}
+
 /* Workers poll for the next job for a while, then sleep: a job right after
  * another (taken while polling) and one after a pause longer than the
- * polling (a worker woken from its sleep) both run every index once, and
- * both reach the worker. */
+ * polling (a worker woken from its sleep) both reach the worker. */
 static void jobs_back_to_back_and_after_idle(void **state) {
   (void)state;
-  assert_int_equal(dl_set_num_threads(2), DL_OK);
-  for (int pause_ms = 0; pause_ms <= 20; pause_ms += 20) {
+  for (int pause_ms = 0; pause_ms <= 20; pause_ms += 20)
     for (int job = 0; job < 2; job++) {
-      record *r = new_record(8, 1);
-      r->sleep_ms = 10;
-      dl_parallel_for(8, 1, mark_range, r);
-      assert_each_index_once(r, 8);
-      assert_int_equal(atomic_load(&r->most_in_flight), 2);
-      free(r);
+      assert_two_threads_share(10);
       sleep_ms(pause_ms);
     }
-  }
 }
 
 /* Fewer threads after more: the extra workers must stay out. */
