@@ -3,20 +3,40 @@
 # with CUDA, runs the tests that CI (no GPU) can only skip, and writes every
 # log where the caller can fetch it.
 #
-#   ci/gpu-check.sh
+#   ci/gpu-check.sh                  build here (needs nvcc and ci/deps.sh's
+#                                    packages), then check
+#   ci/gpu-check.sh --pack DIR       build here, no check: copy the programs
+#                                    and the shared libraries they need
+#                                    (all but glibc's, the C++ runtime's and
+#                                    CUDA's) into DIR
+#   ci/gpu-check.sh --prebuilt DIR   check with DIR's programs (a GPU machine
+#                                    without the build dependencies: the CUDA
+#                                    libraries are taken from the machine)
 #
 # Logs go to $OUT when set (a device machine's output folder), else to
 # ./gpu-check-out: one NAME.log per step, summary.txt, table.txt (per
 # scenario: verdict on the GPU, CPU-vs-GPU max relative difference, GPU
 # run-to-run bitwise, time), and golden/<scenario>/cuda.h5: the CUDA
 # goldens recorded here, calibrated from 5 repeats (record --repeat 5), to
-# be committed under golden/ (the device machine cannot push).
-# Build folder: build/gpu (Release). Each step has a time limit; the whole
-# script stays under 8 minutes. Exits 1 if any step fails, and also if
-# test_cuda skips a test although nvidia-smi lists a GPU (a silent skip is
-# not a pass).
+# be committed under golden/ (the device machine cannot push). With $OUT
+# set, the results are packed at the end into at most 8 files: summary.txt,
+# table.txt, logs.tar.gz (logs and reports) and golden.tar.gz (split into
+# 15 MiB parts when larger).
+# Build folder: build/gpu (Release). Each step has a time limit, and all
+# steps share GPU_CHECK_BUDGET seconds (default 420): a step is cut short
+# or not run when the budget is spent. Exits 1 if any step fails, and also
+# if test_cuda skips a test although nvidia-smi lists a GPU (a silent skip
+# is not a pass).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+mode=build dir=
+case "${1:-}" in
+  --pack | --prebuilt)
+    [ $# -eq 2 ] || { echo "usage: ci/gpu-check.sh [--pack DIR | --prebuilt DIR]" >&2; exit 2; }
+    mode=${1#--} dir=$(mkdir -p "$2" && cd "$2" && pwd) || exit 2 ;;
+  "") ;;
+  *) echo "usage: ci/gpu-check.sh [--pack DIR | --prebuilt DIR]" >&2; exit 2 ;;
+esac
 out=${OUT:-$PWD/gpu-check-out}
 build=$root/build/gpu
 mkdir -p "$out"
@@ -24,11 +44,38 @@ jobs=$(nproc 2>/dev/null || echo 4)
 failed=0
 summary=$out/summary.txt
 : >"$summary"
+budget_end=$((SECONDS + ${GPU_CHECK_BUDGET:-420}))
 
-# step NAME LIMIT_SECONDS COMMAND...: runs it with its output in NAME.log.
+# pack_results: $OUT comes back from a device machine as at most 8 files.
+pack_results() {
+  [ -n "${OUT:-}" ] || return 0
+  cd "$out" || return 0
+  local rest
+  rest=$(ls -A | grep -vxE 'summary.txt|table.txt|golden' | grep -v '^\.')
+  # Traces stay behind (tens of MB); table.txt holds what they showed.
+  [ -n "$rest" ] && tar czf logs.tar.gz --exclude=traces $rest && rm -rf $rest
+  if [ -d golden ]; then
+    tar czf golden.tar.gz golden && rm -rf golden
+    if [ "$(stat -c %s golden.tar.gz)" -gt $((15 << 20)) ]; then
+      split -b 15M -d golden.tar.gz golden.tar.gz.part- && rm golden.tar.gz
+    fi
+  fi
+  ls -la "$out"
+}
+trap pack_results EXIT
+
+# step NAME LIMIT_SECONDS COMMAND...: runs it with its output in NAME.log,
+# within both its own limit and what is left of the budget.
 step() {
   local name=$1 limit=$2
   shift 2
+  local left=$((budget_end - SECONDS))
+  if [ $left -lt 5 ]; then
+    printf '%-18s FAILED  not run: GPU_CHECK_BUDGET spent\n' "$name" | tee -a "$summary"
+    failed=1
+    return 124
+  fi
+  [ $left -lt "$limit" ] && limit=$left
   local start=$SECONDS
   timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
@@ -46,7 +93,85 @@ step() {
   return $rc
 }
 
+targets=(test_cuda test_cuda_backend test_backend test_backend_equiv test_scenarios
+         test_comm_nccl bench_allreduce dlcheck)
+# build_here: configure and build $build (needs nvcc).
+build_here() {
+  step configure 180 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "$@" || exit 1
+  grep -q 'CMAKE_CUDA_COMPILER:.*nvcc' "$build/CMakeCache.txt" ||
+    { echo "configure: CMake found no nvcc: no CUDA backend" | tee -a "$summary"; exit 1; }
+  step build 300 cmake --build "$build" -j"$jobs" --target "${targets[@]}" || exit 1
+}
+
+# Libraries a packed program finds on the GPU machine itself: glibc's, the
+# C++ runtime's (a newer one there must win) and CUDA's (the driver's match).
+system_lib='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libgcc_s|libstdc\+\+|libz)\.so'
+cuda_lib='^lib(cuda|cudart|cublas|cublasLt|cudnn|nccl)[a-z_]*\.so'
+
+# pack: the programs, their libraries, the source folder they were built
+# for (DL_SOURCE_DIR) and the CUDA libraries they need, into $dir.
+pack() {
+  build_here -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON # MPI is not what the GPU check tests
+  rm -rf "$dir"/bin "$dir"/lib && mkdir -p "$dir"/bin "$dir"/lib || exit 1
+  local t
+  for t in "${targets[@]}"; do
+    find "$build" -type f -name "$t" -perm -u+x -exec cp {} "$dir"/bin/ \;
+    [ -x "$dir/bin/$t" ] || { echo "pack: $t not built" >&2; exit 1; }
+  done
+  [ -f "$build/engine/libdlcomm_nccl.a" ] && touch "$dir"/has_nccl
+  echo "$root" >"$dir"/source_dir
+  ldd "$dir"/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | sort -u |
+    while read -r name path; do
+      if [[ $name =~ $cuda_lib ]]; then echo "$name"
+      elif ! [[ $name =~ $system_lib ]]; then cp -L "$path" "$dir/lib/$name"; fi
+    done | sort -u >"$dir"/cuda_needed
+  echo "packed into $dir: $(ls "$dir"/bin | wc -l) programs, $(ls "$dir"/lib | wc -l)" \
+    "libraries, $(du -sh "$dir" | cut -f1); on the GPU: ci/gpu-check.sh --prebuilt $dir"
+}
+
+# use_prebuilt: point the steps at $dir's programs; find the CUDA libraries
+# they need on this machine; make the source folder they were built for
+# lead here (their tests read fixtures through it).
+use_prebuilt() {
+  local lib_dirs=$dir/lib name found src args=() candidates known
+  known=$(ldconfig -p 2>/dev/null)
+  while read -r name; do
+    grep -q "^[[:space:]]*$name " <<<"$known" ||
+      args+=(${args[0]+-o} -name "$name")
+  done <"$dir"/cuda_needed
+  # One walk for all (the Python packages' trees are large); CUDA's own
+  # folders first.
+  ((${#args[@]})) && candidates=$(find /usr/local /opt /usr/lib \( "${args[@]}" \) 2>/dev/null |
+    awk '{print (index($0, "/usr/local/cuda") == 1 ? 0 : 1), $0}' | sort -k1,1n -s | cut -d' ' -f2-)
+  while read -r name; do
+    grep -q "^[[:space:]]*$name " <<<"$known" && continue
+    found=$(grep -m1 "/$name\$" <<<"${candidates:-}")
+    if [ -n "$found" ]; then
+      lib_dirs=$lib_dirs:$(dirname "$found")
+      echo "prebuilt: $name from $found" | tee -a "$summary"
+    else
+      echo "prebuilt: $name not found on this machine" | tee -a "$summary"
+    fi
+  done <"$dir"/cuda_needed
+  export LD_LIBRARY_PATH=$lib_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  ldd "$dir"/bin/* | grep 'not found' | sort -u | sed 's/^/prebuilt: missing /' | tee -a "$summary"
+  src=$(cat "$dir"/source_dir)
+  if [ "$src" != "$root" ]; then
+    if [ -e "$src" ] && [ "$(cd "$src" && pwd -P)" != "$(pwd -P)" ]; then
+      echo "prebuilt: built for $src, which is another folder here" | tee -a "$summary"
+      exit 1
+    fi
+    [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; } || exit 1
+  fi
+}
+
 cd "$root" || exit 1
+if [ "$mode" = pack ]; then
+  trap - EXIT
+  pack
+  exit 0
+fi
+
 gpus=0
 if command -v nvidia-smi >/dev/null; then
   step nvidia-smi 30 nvidia-smi
@@ -57,12 +182,14 @@ else
 fi
 echo "GPUs listed: $gpus" | tee -a "$summary"
 
-step configure 180 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release || exit 1
-grep -q 'CMAKE_CUDA_COMPILER:.*nvcc' "$build/CMakeCache.txt" ||
-  { echo "configure: CMake found no nvcc: no CUDA backend" | tee -a "$summary"; exit 1; }
-targets=(test_cuda test_cuda_backend test_backend test_backend_equiv test_scenarios
-         test_comm_nccl bench_allreduce dlcheck)
-step build 300 cmake --build "$build" -j"$jobs" --target "${targets[@]}" || exit 1
+if [ "$mode" = prebuilt ]; then
+  use_prebuilt
+  tests=$dir/bin bench=$dir/bin dlcheck=$dir/bin/dlcheck nccl_built=$dir/has_nccl
+else
+  build_here
+  tests=$build/tests bench=$build/bench dlcheck=$build/cli/dlcheck
+  nccl_built=$build/engine/libdlcomm_nccl.a
+fi
 
 # no_skips NAME: a GPU test that skipped on a machine with GPUs failed.
 no_skips() {
@@ -72,40 +199,39 @@ no_skips() {
     failed=1
   fi
 }
-step test_cuda 120 "$build/tests/test_cuda"
+step test_cuda 90 "$tests/test_cuda"
 no_skips test_cuda
-step test_cuda_backend 120 "$build/tests/test_cuda_backend"
+step test_cuda_backend 90 "$tests/test_cuda_backend"
 no_skips test_cuda_backend
-step test_backend 60 "$build/tests/test_backend"
-step test_backend_equiv 60 "$build/tests/test_backend_equiv"
+step test_backend 60 "$tests/test_backend"
+step test_backend_equiv 60 "$tests/test_backend_equiv"
 # Every scenario on the CPU backend; backend_equiv's CUDA runs really run.
-step test_scenarios 240 "$build/tests/test_scenarios"
+step test_scenarios 150 "$tests/test_scenarios"
 grep -q 'backend_equiv *skipped' "$out/test_scenarios.log" && [ "$gpus" -gt 0 ] &&
   { echo "test_scenarios     FAILED  backend_equiv skipped with GPUs listed" | tee -a "$summary"; failed=1; }
-step test_comm_nccl 120 "$build/tests/test_comm_nccl"
-if [ -f "$build/engine/libdlcomm_nccl.a" ] && [ "$gpus" -gt 0 ]; then
-  step bench_allreduce 120 "$build/bench/bench_allreduce" --comm nccl --threads "$gpus" \
+step test_comm_nccl 60 "$tests/test_comm_nccl"
+if [ -f "$nccl_built" ] && [ "$gpus" -gt 0 ]; then
+  step bench_allreduce 60 "$bench/bench_allreduce" --comm nccl --threads "$gpus" \
     --max-bytes $((1 << 26))
 else
   echo "bench_allreduce    not run (nccl backend not built or no GPU)" | tee -a "$summary"
 fi
-step dlcheck-env 60 "$build/cli/dlcheck" env
+step dlcheck-env 30 "$dlcheck" env
 cat "$out/dlcheck-env.log"
 
 # The scenarios on the GPU: CUDA goldens recorded here first, then every
 # scenario with its pitfalls against them, then once more to see the GPU
 # repeat itself bit for bit, and once on the CPU for the comparison.
-dlcheck=$build/cli/dlcheck
 golden=$out/golden
 # Calibrated: 5 repeats each (run-to-run, deterministic and fastest cuDNN
 # algorithms alternating), so the first GPU run records envelopes, not
 # single traces, and later CUDA/cuDNN upgrades are gated by them
 # (docs/calibrated-goldens.md); calibration.log holds each golden's
 # tightest rules.
-step record-cuda 300 "$dlcheck" record --repeat 5 --backend cuda --golden-dir "$golden" scenarios
-step run-cuda 300 "$dlcheck" run --backend cuda --pitfalls --golden-dir "$golden" \
+step record-cuda 240 "$dlcheck" record --repeat 5 --backend cuda --golden-dir "$golden" scenarios
+step run-cuda 180 "$dlcheck" run --backend cuda --pitfalls --golden-dir "$golden" \
   --out "$out/cuda-run" scenarios
-step run-cuda-again 240 "$dlcheck" run --backend cuda --golden-dir "$golden" \
+step run-cuda-again 120 "$dlcheck" run --backend cuda --golden-dir "$golden" \
   --out "$out/cuda-again" scenarios
 step run-cpu 120 "$dlcheck" run --out "$out/cpu-run" scenarios
 
@@ -116,9 +242,9 @@ max_rel() {
 }
 table=$out/table.txt
 printf '%-16s %-8s %-14s %-12s %s\n' scenario verdict cpu-vs-gpu gpu-repeats time >"$table"
-for dir in scenarios/*/; do
-  name=$(basename "$dir")
-  [ -f "$dir/scenario.yaml" ] || continue
+for sdir in scenarios/*/; do
+  name=$(basename "$sdir")
+  [ -f "$sdir/scenario.yaml" ] || continue
   verdict=$(grep -Eo "^  (ok|FAILED)  $name:" "$out/run-cuda.log" | awk '{print $1}')
   secs=$(grep -E "^  (ok|FAILED)  $name:" "$out/run-cuda.log" | grep -Eo '\([0-9.]+ s\)' | tr -d '()')
   worst=0 repeats=n/a # no GPU traces: the run step failed or skipped
