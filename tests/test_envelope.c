@@ -14,6 +14,7 @@
  * old-style golden reads as "single", and a data-parallel calibration
  * (4 ranks) covers a run whose allreduce alone sums in another order. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,6 +97,46 @@ static dlc_verdict judge(const char *what, dlc_trace *t) {
          v.value, v.tensor[0] ? v.tensor : "-", (long long)v.step);
   dlc_trace_free(t);
   return v;
+}
+
+/* Steps where the repeats agree on a value that is not a number: inf
+ * (a step the loss scaler skipped: grad_norm overflowed in every repeat,
+ * as a GPU's fp16 runs of ckpt_roundtrip do at step 9) and NaN. A run
+ * that repeats them lies inside; a finite value there, or inf where the
+ * repeats were finite, lies outside. One repeat inf and the others finite
+ * leaves a band with an infinite edge that holds both. */
+static void non_finite_steps_agree(void **state) {
+  (void)state;
+  const double steps[REPEATS][4] = {{1.0, INFINITY, NAN, 2.0},
+                                    {1.0, INFINITY, NAN, INFINITY},
+                                    {1.0, INFINITY, NAN, 2.0},
+                                    {1.0, INFINITY, NAN, 2.0},
+                                    {1.0, INFINITY, NAN, 2.0}};
+  dlc_trace r[REPEATS];
+  for (int i = 0; i < REPEATS; i++) {
+    dlc_trace_init(&r[i], "synthetic", "run");
+    for (int t = 0; t < 4; t++)
+      assert_int_equal(dlc_trace_push(&r[i], "grad_norm", steps[i][t]), DL_OK);
+  }
+  dlc_envelope e;
+  assert_int_equal(dlc_envelope_build(r, REPEATS, DLC_ENVELOPE_WIDEN_DEFAULT, "test", &e), DL_OK);
+  const dlc_envelope_series *es = &e.series[0];
+  assert_true(dlc_envelope_step_distance(es, 1, INFINITY) == 0);
+  assert_true(dlc_envelope_step_distance(es, 2, NAN) == 0);
+  assert_true(dlc_envelope_step_distance(es, 3, INFINITY) == 0);
+  assert_true(dlc_envelope_step_distance(es, 3, 2.0) == 0);
+  assert_true(isinf(dlc_envelope_step_distance(es, 0, INFINITY)));
+  assert_true(isinf(dlc_envelope_step_distance(es, 0, NAN)));
+  assert_true(isinf(dlc_envelope_step_distance(es, 1, 1e30)));
+  assert_true(isinf(dlc_envelope_step_distance(es, 1, -INFINITY)));
+  assert_true(isinf(dlc_envelope_step_distance(es, 2, 0.0)));
+  assert_true(isinf(dlc_envelope_step_distance(es, 3, NAN)));
+  dlc_verdict v;
+  dlc_verdict_init(&v, "golden", "", "");
+  assert_int_equal(dlc_envelope_check(&e, &r[0], &r[1], &v), DL_OK);
+  assert_int_equal(v.kind, DLC_PASS);
+  dlc_envelope_free(&e);
+  for (int i = 0; i < REPEATS; i++) dlc_trace_free(&r[i]);
 }
 
 /* Other summation orders than the 5 calibrated ones lie inside. */
@@ -259,6 +300,7 @@ static void allreduce_order_covered(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(non_finite_steps_agree),
       cmocka_unit_test(other_orders_pass),
       cmocka_unit_test(perturbation_repeats_exactly),
       cmocka_unit_test(lr_one_percent_fails),

@@ -144,7 +144,6 @@ static double ulp32(double m) {
 
 /* |x - c| / h, infinite where a quantity with a zero band moved. */
 static double distance(double x, double c, double h) {
-  if (isnan(c)) return isnan(x) ? 0 : INFINITY;
   double dev = fabs(x - c);
   if (isnan(dev)) return INFINITY;
   if (h > 0) return dev / h;
@@ -179,6 +178,14 @@ double dlc_envelope_half_width(const dlc_envelope_series *es, int64_t i, double 
 }
 
 double dlc_envelope_step_distance(const dlc_envelope_series *es, int64_t i, double x) {
+  const double *b = es->v[i];
+  /* Every repeat NaN: fmin/fmax skipped them all, leaving an empty band. */
+  if (b[DLC_ENV_MIN] > b[DLC_ENV_MAX]) return isnan(x) ? 0 : INFINITY;
+  /* An infinite edge (a step the loss scaler skipped has grad_norm inf)
+   * leaves no centre or half-width: the band holds what lies between its
+   * edges, inf included when a repeat was inf. */
+  if (isinf(b[DLC_ENV_MIN]) || isinf(b[DLC_ENV_MAX]))
+    return x >= b[DLC_ENV_MIN] && x <= b[DLC_ENV_MAX] ? 0 : INFINITY;
   double c, h = dlc_envelope_half_width(es, i, &c);
   return distance(x, c, h);
 }
