@@ -271,17 +271,27 @@ static int expand_dirs(run_args *a, char ***owned, int *nowned) {
 
 static int record_one(dlc_scenario *s, const dlc_exec_options *o, const run_args *a) {
   char path[1024];
-  dl_status st = a->repeat
-                     ? dlc_scenario_record_repeat(s, o, a->repeat, a->widen, path, sizeof path)
-                     : dlc_scenario_record(s, o, path, sizeof path);
+  /* A reference that is a recording (torch_conformance's PyTorch runs)
+   * repeats itself exactly: there is nothing to calibrate, so `record
+   * --repeat` over a folder records it once instead of stopping there. */
+  bool recording = s->nruns > 0 && s->runs[0].trace[0];
+  int repeat = recording ? 0 : a->repeat;
+  if (a->repeat && recording)
+    fprintf(stderr,
+            "dlcheck: %s: the reference run is a recorded trace (%s): recorded once, not "
+            "calibrated; to calibrate, record it several times and use `dlcheck record "
+            "--repeat-from`\n",
+            s->name, s->runs[0].trace);
+  dl_status st = repeat ? dlc_scenario_record_repeat(s, o, repeat, a->widen, path, sizeof path)
+                        : dlc_scenario_record(s, o, path, sizeof path);
   cli_progress_done();
   if (st) {
     fprintf(stderr, "dlcheck: %s: %s\n", s->dir, dl_last_error());
     return EXIT_USAGE;
   }
-  printf("recorded %s%s\n", path, a->repeat ? " (calibrated)" : "");
+  printf("recorded %s%s\n", path, repeat ? " (calibrated)" : "");
   bool rank0 = !o->comm || dl_comm_rank(o->comm) == 0;
-  return a->repeat && rank0 ? cli_print_calibration(path) : EXIT_PASS;
+  return repeat && rank0 ? cli_print_calibration(path) : EXIT_PASS;
 }
 
 /* A scenario that stops with an error is an ERROR in the results (never a

@@ -141,6 +141,12 @@ expect 0 "record a golden from a trace run" "$DLCHECK" record --golden-dir "$WOR
 expect 0 "the trace run matches its golden" "$DLCHECK" run --golden-dir "$WORK/tgolden" \
   "$WORK/traced/only_traces"
 contains "trace golden passes" "PASS      only_traces/golden"
+# A reference that is itself a recording repeats exactly: record --repeat
+# records it once and says so, rather than stopping a folder's recording.
+expect 0 "record --repeat of a recorded reference" "$DLCHECK" record --repeat 5 \
+  --golden-dir "$WORK/tgolden" "$WORK/traced/only_traces"
+contains "says it recorded once" "recorded once, not calibrated"
+expect 2 "its golden is a single trace" "$DLCHECK" calibrate "$WORK/tgolden/only_traces/cpu.h5"
 sed -i "s|recorded: {trace: [^,]*,|recorded: {trace: $WORK/nope.h5,|" "$WORK/traced/traced/scenario.yaml"
 expect 2 "a missing trace file" "$DLCHECK" run --golden-dir "$WORK/none" "$WORK/traced/traced"
 contains "names the scenario, run and file" "scenario traced, run recorded (trace: $WORK/nope.h5)"
