@@ -38,6 +38,7 @@ case "${1:-}" in
   *) echo "usage: ci/gpu-check.sh [--pack DIR | --prebuilt DIR]" >&2; exit 2 ;;
 esac
 out=${OUT:-$PWD/gpu-check-out}
+[ "$mode" = pack ] && out=$dir/log # the build's logs, beside what it packed
 build=$root/build/gpu
 mkdir -p "$out"
 jobs=$(nproc 2>/dev/null || echo 4)
