@@ -23,9 +23,10 @@ static const char run_help[] =
     "       dlcheck record [options] SCENARIO_DIR...\n"
     "\n"
     "run: trains every run of each scenario, checks the invariants between them,\n"
-    "compares the reference run with golden/<scenario>/<backend>.h5 and prints\n"
+    "compares the reference run with golden/<scenario>/<device>.h5 and prints\n"
     "a verdict per check. record: trains the reference (first) run only and writes\n"
-    "its trace as that golden file instead (atomically).\n"
+    "its trace as that golden file instead (atomically). <device> is where the\n"
+    "reference run computes: cpu or cuda, --backend's unless the scenario pins it.\n"
     "\n"
     "options:\n"
     "  --backend cpu|cuda   where runs that name no device compute (default cpu);\n"
@@ -43,7 +44,7 @@ static const char run_help[] =
     "  --pitfalls           also run each pitfall variant; it must be caught by its check\n"
     "  --out DIR            write report.json, junit.xml and report.html into DIR, and\n"
     "                       every trace under DIR/traces (for `dlcheck report DIR`)\n"
-    "  --golden-dir DIR     goldens under DIR/<scenario>/<backend>.h5 (default ROOT/golden)\n"
+    "  --golden-dir DIR     goldens under DIR/<scenario>/<device>.h5 (default ROOT/golden)\n"
     "  --repeat N           record: a calibrated golden from N >= 3 repeats of the\n"
     "                       reference run (CPU: the engine's order and N-1 perturbed\n"
     "                       summation orders; GPU: run-to-run and algorithm choice),\n"
@@ -117,7 +118,7 @@ static int parse_args(int argc, char **argv, run_args *a) {
   if (a->golden_dir && stat(a->golden_dir, &gd) == 0 && !S_ISDIR(gd.st_mode)) {
     fprintf(stderr,
             "dlcheck: --golden-dir %s is not a folder: give the folder that holds "
-            "<scenario>/<backend>.h5\n",
+            "<scenario>/<device>.h5\n",
             a->golden_dir);
     return EXIT_USAGE;
   }

@@ -24,7 +24,7 @@ typedef struct dlc_scenario_result {
   char backend[32];
   dlc_verdict *checks; /* the correct pipeline's checks */
   int nchecks;
-  dlc_verdict golden;  /* comparison with golden/<scenario>/<backend>.h5 */
+  dlc_verdict golden;  /* comparison with golden/<scenario>/<device>.h5 */
   bool golden_present; /* false: no golden file (golden.kind = DLC_ERROR,
                                 evidence says how to record one) */
   dlc_pitfall_outcome *pitfalls;

@@ -156,10 +156,15 @@ dl_status dlc_evaluate_checks(const dlc_scenario *s, const dlc_trace *traces, in
   return DL_OK;
 }
 
+/* Named for the device the reference run computes on: --backend's, unless
+ * the scenario pins that run to one (backend_equiv's reference is its CPU
+ * run, so its golden is cpu.h5 under any --backend). */
 static dl_status golden_path(const dlc_scenario *s, const dlc_exec_options *o, char *buf,
                              size_t len) {
-  if (o->golden_dir) return dlc_path(buf, len, "%s/%s/%s.h5", o->golden_dir, s->name, o->backend);
-  return dlc_path(buf, len, "%s/golden/%s/%s.h5", o->root, s->name, o->backend);
+  const char *device = s->nruns ? dlc_device_name(dlc_run_device(&s->runs[0], exec_device(o)))
+                                : o->backend;
+  if (o->golden_dir) return dlc_path(buf, len, "%s/%s/%s.h5", o->golden_dir, s->name, device);
+  return dlc_path(buf, len, "%s/golden/%s/%s.h5", o->root, s->name, device);
 }
 
 /* This machine's fingerprint as a trace stores it. */

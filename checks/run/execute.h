@@ -47,13 +47,14 @@ dl_status dlc_scenario_reload(const dlc_scenario *s, const char *trace_dir,
 void dlc_result_set_error(dlc_scenario_result *r, const char *scenario, const char *message);
 
 /* Runs the scenario's runs and writes the reference run's trace as
- * GOLDEN_DIR/<scenario>/<backend>.h5, atomically. */
+ * GOLDEN_DIR/<scenario>/<device>.h5, atomically: the device that run
+ * computes on (--backend's unless the scenario pins it: cpu or cuda). */
 dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, char *written,
                               size_t len);
 
 /* A calibrated golden: the reference run `repeats` times (>= 3) under the
  * variation the gate must accept (execute.c's run_repeat), its trace and
- * the envelope (envelope.h) written as GOLDEN_DIR/<scenario>/<backend>.h5. */
+ * the envelope (envelope.h) written as GOLDEN_DIR/<scenario>/<device>.h5. */
 dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_options *o, int repeats,
                                      double widen, char *written, size_t len);
 
