@@ -222,19 +222,21 @@ step dlcheck-env 30 "$dlcheck" env
 cat "$out/dlcheck-env.log"
 
 # The scenarios on the GPU: CUDA goldens recorded here first, then every
-# scenario with its pitfalls against them, then once more to see the GPU
-# repeat itself bit for bit, and once on the CPU for the comparison.
+# scenario with its pitfalls against them; then once more against the
+# committed goldens (golden/): the gate a CI on this machine would run,
+# failing where this machine's CUDA/cuDNN no longer matches them, and a
+# second invocation whose traces must repeat the first bit for bit; and
+# once on the CPU for the comparison.
 golden=$out/golden
 # Calibrated: 5 repeats each (run-to-run, deterministic and fastest cuDNN
 # algorithms alternating), so the first GPU run records envelopes, not
 # single traces, and later CUDA/cuDNN upgrades are gated by them
-# (docs/calibrated-goldens.md); calibration.log holds each golden's
+# (docs/calibrated-goldens.md); record-cuda.log holds each golden's
 # tightest rules.
 step record-cuda 240 "$dlcheck" record --repeat 5 --backend cuda --golden-dir "$golden" scenarios
 step run-cuda 180 "$dlcheck" run --backend cuda --pitfalls --golden-dir "$golden" \
   --out "$out/cuda-run" scenarios
-step run-cuda-again 120 "$dlcheck" run --backend cuda --golden-dir "$golden" \
-  --out "$out/cuda-again" scenarios
+step run-cuda-committed 120 "$dlcheck" run --backend cuda --out "$out/cuda-again" scenarios
 step run-cpu 120 "$dlcheck" run --out "$out/cpu-run" scenarios
 
 # max_rel A B: the largest relative difference `dlcheck compare` reports.
