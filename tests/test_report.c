@@ -66,6 +66,16 @@ static void *xcalloc(size_t n, size_t size) {
   return p;
 }
 
+/* A zeroed result named scenario with room for nchecks verdicts. */
+static void new_result(dlc_scenario_result *r, const char *scenario, const char *backend,
+                       int nchecks) {
+  memset(r, 0, sizeof *r);
+  snprintf(r->scenario, sizeof r->scenario, "%s", scenario);
+  snprintf(r->backend, sizeof r->backend, "%s", backend);
+  r->nchecks = nchecks;
+  r->checks = xcalloc((size_t)nchecks, sizeof *r->checks);
+}
+
 /* loss 2.3 / (1 + 0.01 i) + slope * i; grad_norm 1 + i / 1000 */
 static void fill_series(dlc_trace *t, int steps, double slope) {
   for (int i = 0; i < steps; i++) {
@@ -92,14 +102,10 @@ static void push_means(dlc_trace *t, int64_t step, int nlayers, const double *me
 
 /* grad_accum: every kind of verdict, a golden, a caught and a missed pitfall. */
 static void build_full(dlc_scenario_result *r) {
-  memset(r, 0, sizeof *r);
-  snprintf(r->scenario, sizeof r->scenario, "grad_accum");
+  new_result(r, "grad_accum", "cpu", 4);
   snprintf(r->description, sizeof r->description,
            "Accumulating 4 micro-batches equals one batch of 4x (PyTorch & \"friends\").");
-  snprintf(r->backend, sizeof r->backend, "cpu");
   r->seconds = 1.25;
-  r->nchecks = 4;
-  r->checks = xcalloc(4, sizeof *r->checks);
   set_verdict(&r->checks[0], "params_match", DLC_PASS, "bitwise identical at every step");
   set_verdict(&r->checks[1], "loss_match", DLC_FAIL, nasty);
   r->checks[1].step = 3;
@@ -158,10 +164,7 @@ static void build_full(dlc_scenario_result *r) {
 
 /* single_step: no golden, no pitfalls, one-step runs that agree exactly. */
 static void build_small(dlc_scenario_result *r) {
-  memset(r, 0, sizeof *r);
-  snprintf(r->scenario, sizeof r->scenario, "single_step");
-  r->nchecks = 1;
-  r->checks = xcalloc(1, sizeof *r->checks);
+  new_result(r, "single_step", "", 1);
   set_verdict(&r->checks[0], "loss_match", DLC_PASS, "identical");
   set_verdict(&r->golden, "golden", DLC_ERROR, "");
   r->ntraces = 2;
@@ -174,11 +177,7 @@ static void build_small(dlc_scenario_result *r) {
 
 /* eight runs of 200 steps with 20 layers and a golden: the size budget */
 static void build_large(dlc_scenario_result *r) {
-  memset(r, 0, sizeof *r);
-  snprintf(r->scenario, sizeof r->scenario, "eight_runs");
-  snprintf(r->backend, sizeof r->backend, "cpu");
-  r->nchecks = 1;
-  r->checks = xcalloc(1, sizeof *r->checks);
+  new_result(r, "eight_runs", "cpu", 1);
   set_verdict(&r->checks[0], "all_match", DLC_PASS, "ok");
   set_verdict(&r->golden, "golden", DLC_PASS, "ok");
   r->golden_present = true;
@@ -883,6 +882,127 @@ static void test_write_all_errors(void **state) {
   assert_non_null(strstr(dl_last_error(), "longer than"));
 }
 
+/* ---- waivers ----------------------------------------------------------------- */
+
+/* A failure becomes WAIVED, its evidence kept and the reason added; any
+ * other verdict keeps its kind and says the waiver is unused. */
+static void test_verdict_waive(void **state) {
+  (void)state;
+  dlc_verdict v;
+  set_verdict(&v, "same", DLC_FAIL, "loss differs at step 3. G2: mistake. Fix: fix.");
+  dlc_verdict_waive(&v, NULL);
+  dlc_verdict_waive(&v, "");
+  assert_int_equal(v.kind, DLC_FAIL); /* no waiver: nothing changes */
+  assert_string_equal(v.waiver, "");
+  dlc_verdict_waive(&v, "summed on purpose");
+  assert_int_equal(v.kind, DLC_WAIVED);
+  assert_true(dlc_verdict_ok(v.kind));
+  assert_string_equal(dlc_verdict_name(v.kind), "waived");
+  assert_string_equal(dlc_report_label(v.kind), "WAIVED");
+  assert_string_equal(v.waiver, "summed on purpose");
+  assert_string_equal(v.evidence,
+                      "loss differs at step 3. G2: mistake. Fix: fix. waived: summed on purpose.");
+  /* full evidence is cut (at a character) to make room for the reason */
+  set_verdict(&v, "same", DLC_FAIL, "");
+  memset(v.evidence, 'x', sizeof v.evidence - 1);
+  memcpy(v.evidence + 1522, "\xe6\x97\xa5", 3); /* a 3-byte character where the cut falls */
+  char reason[DLC_WAIVER_MAX];
+  memset(reason, 'r', sizeof reason - 1);
+  reason[sizeof reason - 1] = '\0';
+  dlc_verdict_waive(&v, reason);
+  size_t len = strlen(v.evidence);
+  assert_true(len < sizeof v.evidence);
+  assert_int_equal(strncmp(v.evidence + len - 511 - 1, reason, 511), 0);
+  assert_non_null(strstr(v.evidence, "x... waived: rrr"));
+  assert_null(strchr(v.evidence, '\xe6')); /* cut before the character, not inside it */
+  /* a pass, an expected divergence, not tested and an error keep their kind */
+  const dlc_verdict_kind others[] = {DLC_PASS, DLC_EXPECTED_DIVERGENCE, DLC_SKIP, DLC_ERROR};
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    set_verdict(&v, "same", others[i], "identical.");
+    dlc_verdict_waive(&v, "accepted");
+    assert_int_equal(v.kind, others[i]);
+    assert_string_equal(v.waiver, "accepted");
+    assert_non_null(strstr(v.evidence, "identical. The waiver is unused: the check did not fail"));
+    assert_non_null(strstr(v.evidence, "; waived: accepted."));
+  }
+}
+
+/* waived: a WAIVED check and a pass whose waiver is unused. */
+static void build_waived(dlc_scenario_result *r) {
+  new_result(r, "waived", "cpu", 2);
+  set_verdict(&r->checks[0], "loss_divided", DLC_FAIL, "ratio 4 at step 0.");
+  r->checks[0].value = 4;
+  dlc_verdict_waive(&r->checks[0], "summed on purpose <#412> & reviewed");
+  set_verdict(&r->checks[1], "same_update", DLC_PASS, "identical.");
+  dlc_verdict_waive(&r->checks[1], "old difference");
+  set_verdict(&r->golden, "golden", DLC_ERROR, "");
+}
+
+static const char waived_json_check[] =
+    "import json, sys\n"
+    "d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+    "s = d['summary']\n"
+    "assert (s['passed'], s['failed'], s['waived'], s['ok']) == (2, 0, 1, True), s\n"
+    "c = {x['name']: x for x in d['scenarios'][0]['checks']}\n"
+    "w = c['loss_divided']\n"
+    "assert w['verdict'] == 'waived' and w['waiver'] == 'summed on purpose <#412> & reviewed'\n"
+    "assert w['evidence'] == 'ratio 4 at step 0. waived: summed on purpose <#412> & reviewed.'\n"
+    "assert w['value'] == 4\n"
+    "u = c['same_update']\n"
+    "assert u['verdict'] == 'pass' and u['waiver'] == 'old difference', u\n"
+    "assert 'The waiver is unused' in u['evidence']\n"
+    "assert d['scenarios'][0]['golden']['waiver'] is None\n";
+
+static const char waived_junit_check[] =
+    "import sys, xml.etree.ElementTree as ET\n"
+    "root = ET.parse(sys.argv[1]).getroot()\n"
+    "assert root.get('failures') == '0' and root.get('errors') == '0', root.attrib\n"
+    "cases = {c.get('name'): c for c in root.iter('testcase')}\n"
+    "w = cases['loss_divided']\n"
+    "assert w.get('status') == 'waived' and w.find('failure') is None\n"
+    "assert w.find('skipped') is None and w.find('error') is None\n"
+    "out = w.find('system-out').text\n"
+    "assert out.startswith('waived failure (it does not fail the run): ratio 4 at step 0.'), out\n"
+    "assert 'waived: summed on purpose <#412> & reviewed.' in out and 'value: 4' in out, out\n"
+    "assert cases['same_update'].get('status') is None\n";
+
+static void test_waived_reports(void **state) {
+  (void)state;
+  dlc_scenario_result r;
+  build_waived(&r);
+  assert_true(dlc_result_ok(&r));
+  assert_int_equal(dlc_report_waived(&r, 1), 1);
+  char *out = text_report(&r, 1, false, false);
+  assert_true(has_line_starting(
+      out, "  WAIVED    waived/loss_divided  ratio 4 at step 0. waived: summed on purpose"));
+  assert_true(has_line_starting(out, "  PASS      waived/same_update  identical. The waiver is "
+                                     "unused: the check did not fail (pass)"));
+  assert_true(has_line_starting(out, "  ok  waived: 2 passed (1 waived), 0 failed, 1 skipped"));
+  assert_true(has_line_starting(out, "2 passed (1 waived), 0 failed, 1 skipped in 1 scenario\n"));
+  free(out);
+  out = text_report(&r, 1, true, false);
+  assert_non_null(strstr(out, "  \x1b[33mWAIVED\x1b[0m    waived/loss_divided"));
+  free(out);
+
+  char dir[256], path[300];
+  snprintf(dir, sizeof dir, "%s/waived", tmp_root);
+  assert_int_equal(dlc_report_write_all(dir, &r, 1, NULL), DL_OK);
+  snprintf(path, sizeof path, "%s/report.html", dir);
+  char *html = read_file(path, NULL);
+  assert_non_null(strstr(html, "<td class=\"waived\">WAIVED</td>"));
+  assert_non_null(strstr(html, ".waived{"));
+  assert_non_null(strstr(html, "waived: summed on purpose &lt;#412&gt; &amp; reviewed."));
+  free(html);
+  snprintf(path, sizeof path, "%s/junit.xml", dir);
+  if (have(XMLLINT)) assert_int_equal(run(XMLLINT " --noout --schema " SCHEMA " %s", path), 0);
+  if (have(PYTHON)) {
+    assert_int_equal(python("check_waived_junit.py", waived_junit_check, path), 0);
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    assert_int_equal(python("check_waived_json.py", waived_json_check, path), 0);
+  }
+  dlc_result_free(&r);
+}
+
 /* ---- pieces ------------------------------------------------------------------ */
 
 static void test_utf8_and_xml(void **state) {
@@ -1012,6 +1132,8 @@ int main(void) {
       cmocka_unit_test(test_envelope_finals_worst),
       cmocka_unit_test_setup_teardown(test_write_all, setup, teardown),
       cmocka_unit_test_setup_teardown(test_write_all_errors, setup, teardown),
+      cmocka_unit_test(test_verdict_waive),
+      cmocka_unit_test(test_waived_reports),
       cmocka_unit_test(test_utf8_and_xml),
       cmocka_unit_test(test_svg_edge_cases),
   };

@@ -478,6 +478,32 @@ static void test_check_catalogue(void **state) {
   dlc_scenario_free(s);
 }
 
+/* waived: the reason a failure is accepted, on any check kind. */
+static void test_check_waived(void **state) {
+  (void)state;
+  dlc_scenario *s = load_mutated("b: other}", "b: other, waived: \"summed on purpose: #412\"}\n"
+                                              "  - {name: ddp, kind: not_tested, reason: r, "
+                                              "waived: accepted}");
+  assert_string_equal(s->checks[0].waived, "summed on purpose: #412");
+  assert_string_equal(s->checks[1].waived, "accepted");
+  dlc_scenario_free(s);
+  s = load_mutated("b: other}", "b: other}\n  - {name: n, kind: nonfinite, a: other}");
+  assert_string_equal(s->checks[0].waived, ""); /* optional */
+  assert_string_equal(s->checks[1].waived, "");
+  dlc_scenario_free(s);
+  /* at most 511 characters, as a reason */
+  char longer[600], to[700];
+  memset(longer, 'x', 512);
+  longer[512] = '\0';
+  snprintf(to, sizeof to, "b: other, waived: %s}", longer);
+  char *text = mutate(BASE, "b: other}", to);
+  const char *dir = write_scenario("bad", text, strlen(text));
+  free(text);
+  assert_int_equal(dlc_scenario_load(&s, dir), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "waived: too long: 512 characters, at most 511"));
+  remove_scenario("bad");
+}
+
 /* not_tested reads no run and carries its reason. */
 static void test_not_tested_check(void **state) {
   (void)state;
@@ -640,6 +666,12 @@ static const bad_case bad_cases[] = {
      "check 'x' of kind 'not_tested' says why it is not tested; add reason"},
     {"b: other}", "b: other, reason: why}", DL_ERR_INVALID, "why}", 0,
      "reason belongs to kind not_tested; remove it"},
+    {"b: other}", "b: other, waived: \"\"}", DL_ERR_INVALID, "\"\"}", 0,
+     "checks[0].waived: must not be empty"},
+    {"b: other}", "b: other, waived: [why]}", DL_ERR_FORMAT, "why]", 0,
+     "checks[0].waived: expected a string, got a list"},
+    {"b: other}", "b: other, waived: \"a\\tb\"}", DL_ERR_FORMAT, "\"a", 0,
+     "checks[0].waived: holds a control character"},
     {"a: reference, b: other}", "b: other}", DL_ERR_FORMAT, "{name: same", 1,
      "check 'same' of kind 'equivalence' reads a run; add a: RUN"},
     {"  reference: {}\n  other: {data: {batch: 4}}\n", "  {}\n", DL_ERR_INVALID, "reference, b", 0,
@@ -933,6 +965,7 @@ int main(void) {
       cmocka_unit_test(test_dependent_defaults),
       cmocka_unit_test(test_loss_section),
       cmocka_unit_test(test_check_catalogue),
+      cmocka_unit_test(test_check_waived),
       cmocka_unit_test(test_not_tested_check),
       cmocka_unit_test(test_trace_runs),
       cmocka_unit_test(test_model_needed_by_engine_runs),

@@ -20,6 +20,9 @@ typedef struct dlc_check_spec {
   double threshold;       /* for detector checks (ratios, fractions) */
   bool expect_divergence; /* a difference is expected and reported (G5) */
   char reason[512];       /* not_tested: what could not be tested, and why */
+  /* A reviewed, accepted difference ("" none): a FAIL of this check is
+   * reported as WAIVED with this reason and does not fail the run. */
+  char waived[DLC_WAIVER_MAX];
   /* Catalogue IDs a failure of this check is evidence of (an audit of a
    * team's code names its findings so): reports name them with the fix. */
   char catalogue[DLC_MAX_CATALOGUE][DLC_CATALOGUE_ID_MAX];

@@ -14,12 +14,13 @@ const char *dlc_verdict_name(dlc_verdict_kind k) {
   case DLC_EXPECTED_DIVERGENCE: return "expected divergence";
   case DLC_ERROR: return "ERROR";
   case DLC_SKIP: return "not tested";
+  case DLC_WAIVED: return "waived";
   }
   return "?";
 }
 
 bool dlc_verdict_ok(dlc_verdict_kind k) {
-  return k == DLC_PASS || k == DLC_EXPECTED_DIVERGENCE || k == DLC_SKIP;
+  return k == DLC_PASS || k == DLC_EXPECTED_DIVERGENCE || k == DLC_SKIP || k == DLC_WAIVED;
 }
 
 void dlc_verdict_init(dlc_verdict *v, const char *check, const char *variant, const char *pitfall) {
@@ -29,6 +30,26 @@ void dlc_verdict_init(dlc_verdict *v, const char *check, const char *variant, co
   snprintf(v->pitfall, sizeof v->pitfall, "%s", pitfall ? pitfall : "");
   v->step = -1;
   v->max_abs = v->max_rel = v->value = v->threshold = NAN;
+}
+
+void dlc_verdict_waive(dlc_verdict *v, const char *reason) {
+  if (!reason || !reason[0]) return;
+  snprintf(v->waiver, sizeof v->waiver, "%s", reason);
+  if (v->kind != DLC_FAIL) {
+    dlc_evidence(v, " The waiver is unused: the check did not fail (%s); waived: %s.",
+                 dlc_verdict_name(v->kind), v->waiver);
+    return;
+  }
+  v->kind = DLC_WAIVED;
+  char tail[DLC_WAIVER_MAX + 16];
+  int n = snprintf(tail, sizeof tail, " waived: %s.", v->waiver);
+  size_t used = strlen(v->evidence), room = sizeof v->evidence - 1;
+  if (used + (size_t)n > room) { /* cut the evidence (at a character) so the reason shows */
+    size_t cut = room - (size_t)n - 3;
+    while (cut > 0 && ((unsigned char)v->evidence[cut] & 0xc0) == 0x80) cut--;
+    memcpy(v->evidence + cut, "...", 4);
+  }
+  dlc_evidence(v, "%s", tail);
 }
 
 void dlc_evidence(dlc_verdict *v, const char *fmt, ...) {

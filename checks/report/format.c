@@ -121,6 +121,7 @@ const char *dlc_report_label(dlc_verdict_kind k) {
   case DLC_EXPECTED_DIVERGENCE: return "EXPECTED";
   case DLC_ERROR: return "ERROR";
   case DLC_SKIP: return "SKIP";
+  case DLC_WAIVED: return "WAIVED";
   }
   return "?";
 }
@@ -139,4 +140,11 @@ void dlc_report_count(const dlc_scenario_result *results, int n, int *passed, in
                       int *skipped) {
   *passed = *failed = *skipped = 0;
   for (int i = 0; i < n; i++) count_one(&results[i], passed, failed, skipped);
+}
+
+int dlc_report_waived(const dlc_scenario_result *results, int n) {
+  int waived = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < results[i].nchecks; j++) waived += results[i].checks[j].kind == DLC_WAIVED;
+  return waived;
 }

@@ -42,11 +42,14 @@ void dlc_utf8_put(FILE *f, uint32_t cp);
 void dlc_xml_text(FILE *f, const char *s, bool attribute);
 
 /* The short label of a verdict in reports: "PASS", "FAIL", "EXPECTED", "ERROR",
- * "SKIP". */
+ * "SKIP", "WAIVED". */
 const char *dlc_report_label(dlc_verdict_kind k);
-/* Counts over all results: passed (pass, expected divergence, pitfall
- * caught), failed (fail, error, pitfall missed), skipped (no golden). */
+/* Counts over all results: passed (pass, expected divergence, waived,
+ * pitfall caught), failed (fail, error, pitfall missed), skipped (no
+ * golden). */
 void dlc_report_count(const dlc_scenario_result *results, int n, int *passed, int *failed,
                       int *skipped);
+/* The checks among the passed whose failure a waiver accepts. */
+int dlc_report_waived(const dlc_scenario_result *results, int n);
 
 #endif

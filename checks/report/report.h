@@ -11,7 +11,8 @@
  * JSON structure (report.json; "format_version" changes when it does):
  *   { "format": "dlcheck-report", "format_version": 1,
  *     "environment": <env_json as passed, or null>,
- *     "summary": { "scenarios", "passed", "failed", "skipped", "ok", "seconds" },
+ *     "summary": { "scenarios", "passed", "failed", "skipped", "waived", "ok",
+ *                  "seconds" } ("passed" includes the "waived"),
  *     "catalogue": { ID: { "mistake", "effect", "fix" } } (the IDs any check names),
  *     "scenarios": [ {
  *       "name", "description", "backend", "ok",
@@ -33,9 +34,12 @@
  *       "timing": { "seconds", "checks_seconds" } } ] }
  *   VERDICT = { "name", "verdict", "evidence", "step", "tensor", "layer",
  *               "max_abs", "max_rel", "max_ulp", "value", "threshold",
- *               "seconds", "catalogue": [ ID... ] }
- *   "verdict" is "pass", "fail", "expected_divergence", "error" or
- *   "not_tested" (a not_tested check: counted as skipped). Numbers
+ *               "waiver", "seconds", "catalogue": [ ID... ] }
+ *   "verdict" is "pass", "fail", "expected_divergence", "error",
+ *   "not_tested" (a not_tested check: counted as skipped) or "waived" (a
+ *   failure the check's waiver accepts: counted as passed, its evidence
+ *   kept). "waiver" is the check's waived: reason, or null; with another
+ *   verdict than "waived" the waiver is unused. Numbers
  *   that do not apply (NaN, step -1, empty tensor/layer) and non-finite
  *   numbers are null; doubles are written with the fewest digits that read
  *   back to the same double. */
@@ -60,7 +64,9 @@ dl_status dlc_report_json(const char *path, const dlc_scenario_result *results, 
                           const char *env_json);
 /* <testsuites>, one <testsuite> per scenario; one <testcase> per check, per
  * pitfall variant ("pitfall G1 (variant)", a <failure> when missed) and for
- * the golden comparison (<skipped> without a golden). Valid against
+ * the golden comparison (<skipped> without a golden). A waived failure is a
+ * passing <testcase status="waived"> whose <system-out> holds its evidence
+ * and reason. Valid against
  * tests/data/junit.xsd (the Jenkins/Ant JUnit schema). */
 dl_status dlc_report_junit(const char *path, const dlc_scenario_result *results, int n);
 /* One page, no scripts, no external resources: environment, a table of

@@ -19,6 +19,7 @@ static const char style[] =
     "td.ev{white-space:pre-wrap;word-break:break-word}"
     ".pass{background:#e3f4e6}.fail,.error,.missed{background:#fbe1e1;font-weight:bold}"
     ".expected,.skip{background:#fff3d0}.caught{background:#e3f4e6}"
+    ".waived{background:#e6e6f6;font-weight:bold}"
     ".badge{padding:1px 8px;border-radius:4px;font-size:14px}"
     "pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;word-break:break-all;"
     "font-size:12px}"
@@ -33,6 +34,7 @@ static const char *kind_class(dlc_verdict_kind k) {
   case DLC_EXPECTED_DIVERGENCE: return "expected";
   case DLC_ERROR: return "error";
   case DLC_SKIP: return "skip";
+  case DLC_WAIVED: return "waived";
   }
   return "error";
 }

@@ -112,6 +112,7 @@ static const char *verdict_key(dlc_verdict_kind k) {
   case DLC_EXPECTED_DIVERGENCE: return "expected_divergence";
   case DLC_ERROR: return "error";
   case DLC_SKIP: return "not_tested";
+  case DLC_WAIVED: return "waived";
   }
   return "unknown";
 }
@@ -131,6 +132,7 @@ static void evidence_fields(jw *w, const dlc_verdict *v) {
   else fprintf(w->f, "%llu", (unsigned long long)v->max_ulp);
   jw_num(w, "value", v->value);
   jw_num(w, "threshold", v->threshold);
+  jw_str_or_null(w, "waiver", v->waiver);
 }
 
 static void verdict_object(jw *w, const char *key, const dlc_verdict *v) {
@@ -310,6 +312,7 @@ static dl_status write_json(FILE *f, const dlc_scenario_result *results, int n,
   jw_int(&w, "passed", passed);
   jw_int(&w, "failed", failed);
   jw_int(&w, "skipped", skipped);
+  jw_int(&w, "waived", dlc_report_waived(results, n));
   jw_bool(&w, "ok", ok);
   jw_num(&w, "seconds", seconds);
   jw_close(&w, '}');

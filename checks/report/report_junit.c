@@ -35,13 +35,16 @@ static void details(FILE *f, const dlc_verdict *v) {
   if (isfinite(v->threshold)) fprintf(f, "\nthreshold: %.9g", v->threshold);
 }
 
-static void open_case(FILE *f, const char *scenario, const char *name, double seconds) {
+/* status: "waived" for a waived failure (a passing testcase), else NULL */
+static void open_case(FILE *f, const char *scenario, const char *name, double seconds,
+                      const char *status) {
   fputs("    <testcase", f);
   attr(f, "name", name);
   char classname[DLC_NAME_MAX + 8];
   snprintf(classname, sizeof classname, "dlcheck.%s", scenario);
   attr(f, "classname", classname);
   time_attr(f, seconds);
+  if (status) attr(f, "status", status);
   fputs(">\n", f);
 }
 
@@ -72,13 +75,14 @@ static void skipped(FILE *f, const char *message) {
 }
 
 static void verdict_case(FILE *f, const char *scenario, const char *name, const dlc_verdict *v) {
-  open_case(f, scenario, name, v->seconds);
+  open_case(f, scenario, name, v->seconds, v->kind == DLC_WAIVED ? "waived" : NULL);
   switch (v->kind) {
   case DLC_FAIL: problem(f, "failure", "FAIL", v->evidence, v); break;
   case DLC_ERROR: problem(f, "error", "ERROR", v->evidence, v); break;
   case DLC_EXPECTED_DIVERGENCE: system_out(f, "expected divergence: ", v); break;
   case DLC_PASS: system_out(f, "", v); break;
   case DLC_SKIP: skipped(f, v->evidence); break;
+  case DLC_WAIVED: system_out(f, "waived failure (it does not fail the run): ", v); break;
   }
   fputs("    </testcase>\n", f);
 }
@@ -88,7 +92,7 @@ static void golden_case(FILE *f, const dlc_scenario_result *r) {
     verdict_case(f, r->scenario, "golden", &r->golden);
     return;
   }
-  open_case(f, r->scenario, "golden", 0);
+  open_case(f, r->scenario, "golden", 0, NULL);
   char how[DLC_NAME_MAX + 64];
   snprintf(how, sizeof how, "no golden: record with dlcheck record scenarios/%s", r->scenario);
   skipped(f, r->golden.evidence[0] ? r->golden.evidence : how);
@@ -100,7 +104,7 @@ static void pitfall_case(FILE *f, const char *scenario, const dlc_pitfall_outcom
   if (p->variant[0] && strcmp(p->variant, p->pitfall) != 0)
     snprintf(name, sizeof name, "pitfall %s (%s)", p->pitfall, p->variant);
   else snprintf(name, sizeof name, "pitfall %s", p->pitfall[0] ? p->pitfall : p->variant);
-  open_case(f, scenario, name, p->verdict.seconds);
+  open_case(f, scenario, name, p->verdict.seconds, NULL);
   const char *check = p->verdict.check[0] ? p->verdict.check : "?";
   if (p->caught) {
     char prefix[DLC_NAME_MAX + 16];

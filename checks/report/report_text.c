@@ -17,6 +17,7 @@ static const char *kind_colour(dlc_verdict_kind k) {
   switch (k) {
   case DLC_PASS: return GREEN;
   case DLC_EXPECTED_DIVERGENCE:
+  case DLC_WAIVED:
   case DLC_SKIP: return YELLOW;
   default: return RED;
   }
@@ -114,8 +115,9 @@ static void put_check(FILE *out, const char *scenario, const dlc_verdict *v, boo
                       bool verbose) {
   char name[2 * DLC_NAME_MAX + 2];
   snprintf(name, sizeof name, "%s/%s", scenario, v->check);
+  /* a pass with a waiver says that the waiver is unused */
   put_line(out, dlc_report_label(v->kind), kind_colour(v->kind), color, name,
-           verbose || v->kind != DLC_PASS ? v->evidence : NULL);
+           verbose || v->kind != DLC_PASS || v->waiver[0] ? v->evidence : NULL);
 }
 
 static void put_golden(FILE *out, const dlc_scenario_result *r, bool color, bool verbose) {
@@ -146,6 +148,15 @@ static void put_pitfall(FILE *out, const dlc_pitfall_outcome *p, bool color, boo
   }
 }
 
+/* "N passed (W waived), N failed": the passed include the waived failures */
+static void put_counts(FILE *out, const dlc_scenario_result *results, int n, int passed,
+                       int failed) {
+  int waived = dlc_report_waived(results, n);
+  fprintf(out, "%d passed", passed);
+  if (waived) fprintf(out, " (%d waived)", waived);
+  fprintf(out, ", %d failed", failed);
+}
+
 static void put_scenario(FILE *out, const dlc_scenario_result *r, bool color, bool verbose) {
   const char *backend = r->backend[0] ? r->backend : "?";
   fprintf(out, "%s%s%s (%s)", color ? BOLD : "", r->scenario, color ? RESET : "", backend);
@@ -163,8 +174,9 @@ static void put_scenario(FILE *out, const dlc_scenario_result *r, bool color, bo
   int passed, failed, skipped;
   dlc_report_count(r, 1, &passed, &failed, &skipped);
   bool ok = dlc_result_ok(r);
-  fprintf(out, "  %s%s%s  %s: %d passed, %d failed", color ? (ok ? GREEN : RED) : "",
-          ok ? "ok" : "FAILED", color ? RESET : "", r->scenario, passed, failed);
+  fprintf(out, "  %s%s%s  %s: ", color ? (ok ? GREEN : RED) : "", ok ? "ok" : "FAILED",
+          color ? RESET : "", r->scenario);
+  put_counts(out, r, 1, passed, failed);
   if (skipped) fprintf(out, ", %d skipped", skipped);
   if (r->npitfalls) fprintf(out, "; %d of %d pitfalls caught", caught, r->npitfalls);
   fprintf(out, " (%.2f s)\n\n", r->seconds);
@@ -179,8 +191,9 @@ dl_status dlc_report_text(FILE *out, const dlc_scenario_result *results, int n, 
   for (int i = 0; i < n; i++) put_scenario(out, &results[i], color, verbose);
   int passed, failed, skipped;
   dlc_report_count(results, n, &passed, &failed, &skipped);
-  fprintf(out, "%s%d passed, %d failed%s", color ? (failed ? RED : GREEN) : "", passed, failed,
-          color ? RESET : "");
+  fputs(color ? (failed ? RED : GREEN) : "", out);
+  put_counts(out, results, n, passed, failed);
+  fputs(color ? RESET : "", out);
   if (skipped) fprintf(out, ", %d skipped", skipped);
   fprintf(out, " in %d scenario%s\n", n, n == 1 ? "" : "s");
   if (fflush(out) != 0 || ferror(out))

@@ -128,7 +128,8 @@ static dl_status run_all(const dlc_scenario *s, const dlc_run_config *runs,
 }
 
 /* A failed check with catalogue IDs says, for each, what the mistake is
- * and the line that fixes it: the report speaks to the team. */
+ * and the line that fixes it: the report speaks to the team. Then its
+ * waiver, if the scenario accepts its failure. */
 static void name_findings(const dlc_check_spec *spec, dlc_verdict *v) {
   memcpy(v->catalogue, spec->catalogue, sizeof v->catalogue);
   v->ncatalogue = spec->ncatalogue;
@@ -136,6 +137,7 @@ static void name_findings(const dlc_check_spec *spec, dlc_verdict *v) {
     const dlc_pitfall_entry *p = dlc_catalogue_find(spec->catalogue[i]);
     if (p) dlc_evidence(v, " %s: %s. Fix: %s.", p->id, p->mistake, p->fix);
   }
+  dlc_verdict_waive(v, spec->waived);
 }
 
 dl_status dlc_evaluate_checks(const dlc_scenario *s, const dlc_trace *traces, int ntraces,
@@ -400,8 +402,10 @@ static dl_status assess_variant(trace_source *src, int variant, dlc_pitfall_outc
   }
   for (int i = 0; i < s->nchecks; i++)
     if (strcmp(s->checks[i].name, var->caught_by) == 0) out->verdict = all[i];
-  /* Caught: its check failed, or reported the divergence it expects (G5). */
-  out->caught = out->verdict.kind == DLC_FAIL || out->verdict.kind == DLC_EXPECTED_DIVERGENCE;
+  /* Caught: its check failed (a waiver accepts it, but it failed), or
+   * reported the divergence it expects (G5). */
+  out->caught = out->verdict.kind == DLC_FAIL || out->verdict.kind == DLC_WAIVED ||
+                out->verdict.kind == DLC_EXPECTED_DIVERGENCE;
   out->others = all;
   out->nothers = s->nchecks;
   return DL_OK;
@@ -465,8 +469,9 @@ static dl_status locate_failures(const dlc_scenario *s, const dlc_exec_options *
   for (int i = 0; i < s->nchecks; i++) {
     const dlc_check_spec *c = &s->checks[i];
     int a = dlc_scenario_find_run(s, c->a), b = dlc_scenario_find_run(s, c->b);
-    if (verdicts[i].kind != DLC_FAIL || verdicts[i].layer[0] || strcmp(c->kind, "equivalence") ||
-        a < 0 || b < 0 || s->runs[a].trace[0] || s->runs[b].trace[0])
+    bool failed = verdicts[i].kind == DLC_FAIL || verdicts[i].kind == DLC_WAIVED;
+    if (!failed || verdicts[i].layer[0] || strcmp(c->kind, "equivalence") || a < 0 || b < 0 ||
+        s->runs[a].trace[0] || s->runs[b].trace[0])
       continue;
     int64_t step = dlc_first_digest_step(&traces[a], &traces[b], NULL);
     if (step >= 0)

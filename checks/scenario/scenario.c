@@ -203,6 +203,7 @@ static const yu_field check_fields[] = {
     {CF("expect_divergence", YU_BOOL, expect_divergence)},
     {.key = "catalogue", .type = YU_CUSTOM, .parse = parse_catalogue},
     {CF("reason", YU_STR, reason), .size = MSIZE(dlc_check_spec, reason)},
+    {CF("waived", YU_STR, waived), .size = MSIZE(dlc_check_spec, waived)},
 };
 
 static dl_status unknown_kind(const yu_val *v, const char *kind) {

@@ -227,6 +227,35 @@ contains "record says why" "the scenario has no run to record a golden of"
 grep -q "Fix: (loss / accumulation_steps)" "$WORK/findings_report/junit.xml" &&
   grep -q "Fix: (loss / accumulation_steps)" "$WORK/findings_report/report.html" &&
   ok "JUnit and HTML carry the fix" || bad "JUnit and HTML carry the fix"
+# A waived check: its failure is accepted with the reason, WAIVED in every
+# report with the failure's evidence, and does not fail the run; a waived
+# check that passes says that its waiver is unused.
+cp -r "$WORK/small" "$WORK/waived"
+sed -i -e 's/^name: small/name: waived/' \
+       -e 's/tolerance: "close(1e-4, 1e-6)"}/tolerance: "close(1e-4, 1e-6)", catalogue: [G2], waived: "summed on purpose, see #412"}/' \
+       -e 's/accumulated: {accumulation: 2, data: {batch: 16}}/accumulated: {accumulation: 2, data: {batch: 16}, bugs: {loss_not_divided: true}}/' \
+       -e '/^pitfalls:/,$d' "$WORK/waived/scenario.yaml"
+expect 0 "a waived failure does not fail the run" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$WORK/waived_report" "$WORK/waived"
+contains "it is shown as waived" "WAIVED    waived/same_update"
+contains "with the failure's evidence" "G2:"
+contains "and counted so" "1 passed (1 waived), 0 failed"
+grep -q '"verdict": "waived"' "$WORK/waived_report/report.json" &&
+  grep -q '"waiver": "summed on purpose, see #412"' "$WORK/waived_report/report.json" &&
+  grep -qF 'Fix: (loss / accumulation_steps).backward() for each micro-batch. waived: summed on purpose, see #412.' "$WORK/waived_report/report.json" &&
+  ok "report.json: verdict waived, the waiver and the evidence" || bad "report.json waived" "$WORK/waived_report/report.json"
+grep -q 'status="waived"' "$WORK/waived_report/junit.xml" && ! grep -q '<failure' "$WORK/waived_report/junit.xml" &&
+  grep -q 'waived: summed on purpose, see #412.' "$WORK/waived_report/junit.xml" &&
+  ok "junit.xml: a passing testcase with the reason" || bad "junit.xml waived" "$WORK/waived_report/junit.xml"
+grep -q 'class="waived">WAIVED' "$WORK/waived_report/report.html" &&
+  ok "report.html: a row marked waived" || bad "report.html waived"
+if command -v xmllint >/dev/null; then
+  expect 0 "the waived junit.xml validates" \
+    xmllint --noout --schema "$ROOT/tests/data/junit.xsd" "$WORK/waived_report/junit.xml"
+fi
+sed -i 's/, bugs: {loss_not_divided: true}}/}/' "$WORK/waived/scenario.yaml"
+expect 0 "a waived check that passes" "$DLCHECK" run --golden-dir "$GOLDEN" "$WORK/waived"
+contains "is a pass" "PASS      waived/same_update"
+contains "that says its waiver is unused" "The waiver is unused"
 
 # A golden recorded with a perturbed schedule (the learning rate halves from
 # step 3 on) is reported with the right step and tensor.
