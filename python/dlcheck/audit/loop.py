@@ -14,6 +14,7 @@ import torch
 
 from ..recorder import Recorder, unwrap
 from .adapter import Adapter
+from .randomness import DropoutOff
 
 
 @dataclass
@@ -47,19 +48,27 @@ class Run:
     accumulation  micro-batches each step's batch is split into
     fp32        the mixed-precision step with autocast forced off and the
                 scaler disabled (the fp32 reference)
+    float64     the float64 shadow: the same initial weights and batches in
+                double (autocast leaves float64 alone), the scaler disabled
+                and float64 the default dtype inside the step; its distance
+                from the float32 run is that run's own rounding error
+    dropout_off a DropoutOff entered around each step (randomness.py)
     """
 
     def __init__(self, adapter: Adapter, *, seed: int, batch_size: int, accumulation: int = 1,
                  workers: int = 0, rank: int = 0, world_size: int = 1, wrap: bool = False,
-                 fp32: bool = False):
+                 fp32: bool = False, float64: bool = False,
+                 dropout_off: Optional[DropoutOff] = None):
         self.adapter, self.seed, self.accumulation = adapter, seed, accumulation
-        self.fp32 = fp32
+        self.fp32, self.float64, self.dropout_off = fp32, float64, dropout_off
         self.model = adapter.model(seed)
+        if float64:
+            self.model = self.model.double()
         if wrap:
             self.model = adapter.wrap(self.model)
         self.optimizer = adapter.optimizer(self.model)
         self.scaler = adapter.scaler()
-        if fp32 and self.scaler is not None:
+        if (fp32 or float64) and self.scaler is not None:
             self.scaler._enabled = False  # GradScaler's own switch (CpuGradScaler's too)
         self.data = adapter.batch_iter(seed, batch_size, rank=rank, world_size=world_size,
                                        workers=workers)
@@ -115,6 +124,8 @@ class Run:
 
     def next_micro_batches(self) -> list:
         batch = self.adapter.next_batch(self.data, self.steps_done)
+        if self.float64:
+            batch = cast_floats(batch, torch.float64)
         if self.keep_batches:
             self.batches.append(batch)
         return self.adapter.split(batch, self.accumulation) if self.accumulation > 1 else [batch]
@@ -133,7 +144,13 @@ class Run:
                     p.grad.detach_()
                     p.grad.zero_()
         self._given = None
-        with _fp32_autocast(self.adapter) if self.fp32 else contextlib.nullcontext():
+        with contextlib.ExitStack() as stack:
+            if self.fp32:
+                stack.enter_context(_fp32_autocast(self.adapter))
+            if self.float64:
+                stack.enter_context(_default_dtype(torch.float64))
+            if self.dropout_off is not None:
+                stack.enter_context(self.dropout_off)
             loss = self.adapter.step(self.model, self.optimizer, micro, self.scaler)
         self.grads.append(self._given)
         if self.rec is not None:
@@ -211,6 +228,29 @@ def _fp32_autocast(adapter: Adapter) -> Iterator[None]:
     finally:
         for holder, name, value in saved:
             setattr(holder, name, value)
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
+def cast_floats(batch: Any, dtype: torch.dtype) -> Any:
+    """batch with its floating-point tensors cast to dtype (tensors inside
+    tuples, lists and dicts too; anything else as it is)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(dtype) if batch.is_floating_point() else batch
+    if isinstance(batch, dict):
+        return {k: cast_floats(v, dtype) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        values = [cast_floats(v, dtype) for v in batch]
+        return type(batch)(*values) if hasattr(batch, "_fields") else type(batch)(values)
+    return batch
 
 
 def grad_distance(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], scale: float = 1.0

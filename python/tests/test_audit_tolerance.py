@@ -1,0 +1,177 @@
+"""Tolerances from the run's own noise (audit/noise.py) and dropout made
+the identity across a batch split (audit/randomness.py): correct code that
+a fixed rule failed passes, and the mistakes are still caught with their
+IDs on the same models.
+
+Models (python/tests/audit_models/): a transformer tagger with dropout
+under RMSprop and a token-level loss (G1-G4), an MLP with LayerNorm under
+plain SGD (F1-F3). Needs the dlcheck binary (DLCHECK_BIN)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from dlcheck.audit import run_audit
+from dlcheck.audit.adapter import load_adapter
+from dlcheck.audit.loop import Run, cast_floats
+from dlcheck.audit.noise import WIDEN, float32_ulp, float64_band
+from dlcheck.audit.randomness import DropoutOff
+
+MODELS = Path(__file__).resolve().parent / "audit_models"
+
+
+def model_module(name: str, variant: str) -> ModuleType:
+    """A fresh copy of audit_models/<name>.py with VARIANT set."""
+    spec = importlib.util.spec_from_file_location(f"audit_model_{name}_{variant}",
+                                                  MODELS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.VARIANT = variant
+    return module
+
+
+def audit(tmp_path: Path, name: str, variant: str, family: str, binary: str):
+    result = run_audit(model_module(name, variant), tmp_path / variant, families=[family],
+                       binary=binary)
+    assert result.message == "", result.message
+    return result
+
+
+def check_of(result, name: str) -> dict:
+    return next(o for o in result.outcomes if o.name == name)
+
+
+# ---- the accumulation family on the transformer with dropout under RMSprop -------------------
+
+def test_correct_attention_under_rmsprop_passes_within_its_own_band(tmp_path: Path,
+                                                                    dlcheck_bin: str) -> None:
+    result = audit(tmp_path, "attention_tokens", "correct", "accumulation", dlcheck_bin)
+    assert result.exit_code == 0, result.text
+    report = json.loads((tmp_path / "correct" / "report.json").read_text())
+    scen = next(s for s in report["scenarios"] if s["name"] == "audit_accumulation")
+    # the report says how randomness was handled and where the band came from
+    assert "Dropout made the identity" in scen["description"]
+    assert "dropout calls ran with p = 0" in scen["description"]
+
+
+@pytest.mark.parametrize("variant,pitfall", [
+    ("g1_no_zero_grad", "G1"), ("g2_not_divided", "G2"),
+    ("g3_zero_grad_per_micro_batch", "G3"), ("g4_mean_per_micro_batch", "G4")])
+def test_accumulation_mistakes_caught_on_the_same_model(tmp_path: Path, dlcheck_bin: str,
+                                                        variant: str, pitfall: str) -> None:
+    result = audit(tmp_path, "attention_tokens", variant, "accumulation", dlcheck_bin)
+    assert result.exit_code == 1, result.text
+    assert result.ids == {pitfall}, result.text
+
+
+# ---- the parameters family on LayerNorm under plain SGD -------------------------------------
+
+def test_layernorm_under_sgd_trains(tmp_path: Path, dlcheck_bin: str) -> None:
+    result = audit(tmp_path, "layernorm_mlp", "correct", "parameters", dlcheck_bin)
+    assert result.exit_code == 0, result.text
+    assert check_of(result, "every_parameter_trains").verdict == "pass"
+
+
+@pytest.mark.parametrize("variant,pitfall", [
+    ("f1_frozen", "F1"), ("f2_not_in_optimizer", "F2"), ("f3_dead", "F3")])
+def test_parameter_mistakes_caught_on_the_same_model(tmp_path: Path, dlcheck_bin: str,
+                                                     variant: str, pitfall: str) -> None:
+    result = audit(tmp_path, "layernorm_mlp", variant, "parameters", dlcheck_bin)
+    assert result.exit_code == 1, result.text
+    assert result.ids == {pitfall}, result.text
+
+
+def test_a_parameter_given_gradients_that_never_changes_fails(tmp_path: Path,
+                                                              dlcheck_bin: str) -> None:
+    # A step that restores the LayerNorm gain after optimizer.step(): gradients, lr > 0,
+    # and no change: the one case every_parameter_trains exists for.
+    module = model_module("layernorm_mlp", "correct")
+    step = module.train_step
+
+    def undone(model, optimizer, micro_batches):
+        keep = model[1].weight.detach().clone()
+        loss = step(model, optimizer, micro_batches)
+        with torch.no_grad():
+            model[1].weight.copy_(keep)
+        return loss
+
+    module.train_step = undone
+    result = run_audit(module, tmp_path / "undone", families=["parameters"], binary=dlcheck_bin)
+    assert result.exit_code == 1, result.text
+    outcome = check_of(result, "every_parameter_trains")
+    assert outcome.verdict == "fail" and "1.weight" in outcome.evidence, outcome.evidence
+
+
+# ---- the pieces ----------------------------------------------------------------------------
+
+def test_dropout_off_neutralises_every_path_and_restores_them() -> None:
+    from torch.nn.functional import dropout as imported  # a team module's own binding
+
+    team = ModuleType("team_code")
+    team.dropout = imported
+    attention = torch.nn.MultiheadAttention(8, 2, dropout=0.5)
+    x = torch.randn(5, 3, 8)
+    off = DropoutOff(team)
+    with off:
+        assert torch.equal(F.dropout(x, 0.5, True), x)
+        assert torch.equal(torch.nn.Dropout(0.9)(x), x)
+        assert torch.equal(team.dropout(x, 0.5, True), x)
+        y1, _ = attention(x, x, x)
+        y2, _ = attention(x, x, x)
+        assert torch.equal(y1, y2)                      # no attention dropout drawn
+        assert F.dropout(x, 0.5, False) is not None     # eval-mode calls go through untouched
+    assert off.calls == 5, off.calls
+    assert F.dropout is imported and team.dropout is imported
+    assert not torch.equal(F.dropout(x, 0.5, True), x)
+    assert "5 dropout calls" in off.describe()
+    assert DropoutOff().describe() == "No dropout ran in these runs."
+
+
+def test_dropout_off_keeps_autograd_and_inplace_semantics() -> None:
+    x = torch.randn(4, 3, requires_grad=True)
+    with DropoutOff():
+        y = F.dropout(x * 2, 0.5, True)
+        y.add_(1.0)  # a real dropout returns a new tensor: in-place use must not reach x * 2
+        y.sum().backward()
+        z = torch.randn(4, 3)
+        assert F.dropout(z, 0.5, True, inplace=True) is z
+    assert torch.equal(x.grad, torch.full_like(x, 2.0))
+
+
+def test_float64_band_measures_the_reference_and_falls_back_when_it_cannot() -> None:
+    ad = load_adapter(MODELS / "layernorm_mlp.py")
+    ref = Run(ad, seed=0, batch_size=16)
+    ref.train(3)
+    band = float64_band(ad, ref, 3, "the reference run")
+    assert band.atol is not None and band.atol >= WIDEN * float32_ulp(0.0)
+    assert band.atol < 1e-4, band   # float32 rounding, not a fixed 1e-4
+    assert band.tolerance("fallback").startswith("close(0, ")
+    assert "float64 shadow" in band.source
+
+    def float32_only(model, optimizer, micro_batches):
+        optimizer.zero_grad()
+        for x, y in micro_batches:
+            w = torch.ones(2, dtype=torch.float32)  # a constant the team fixed to float32
+            F.cross_entropy(model(x), y, weight=w).backward()
+        optimizer.step()
+        return 0.0
+
+    ad.functions["train_step"] = float32_only
+    fallback = float64_band(ad, ref, 3, "the reference run")
+    assert fallback.atol is None and "could not run" in fallback.source
+    assert fallback.tolerance("close(1e-4, 1e-6)") == "close(1e-4, 1e-6)"
+
+
+def test_cast_floats_reaches_nested_batches() -> None:
+    batch = {"x": torch.ones(2), "ids": torch.ones(2, dtype=torch.long),
+             "pair": (torch.zeros(1), [torch.zeros(1)]), "name": "b"}
+    out = cast_floats(batch, torch.float64)
+    assert out["x"].dtype == torch.float64 and out["ids"].dtype == torch.long
+    assert out["pair"][0].dtype == torch.float64 and out["pair"][1][0].dtype == torch.float64
+    assert out["name"] == "b"
