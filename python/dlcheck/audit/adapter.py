@@ -14,7 +14,8 @@ A module (a file path or an importable name) exposes
     make_scaler() -> a GradScaler (CpuGradScaler on the CPU)         optional
     split_batch(batch, k) -> list of k batches                       optional
     AUDIT = {"batch_size": .., "accumulation": .., "steps": .., "seed": ..,
-             "frozen": [name prefixes meant to stay frozen]}         optional
+             "frozen": [name prefixes meant to stay frozen],
+             "waive": {check name or catalogue ID: reason}}          optional
 
 docs/audit.md is the full contract.
 """
@@ -25,6 +26,7 @@ import importlib.util
 import inspect
 import numbers
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -36,7 +38,13 @@ import torch
 REQUIRED = ("make_model", "make_optimizer", "batches", "train_step")
 OPTIONAL = ("evaluate", "save_checkpoint", "load_checkpoint", "wrap_ddp", "make_scaler",
             "split_batch")
-SETTINGS = {"batch_size": 32, "accumulation": 4, "steps": 6, "seed": 0, "frozen": ()}
+SETTINGS = {"batch_size": 32, "accumulation": 4, "steps": 6, "seed": 0, "frozen": (),
+            "waive": {}}
+#: what a waiver names: a catalogue ID ("G4") or a check ("accumulation_matches_big_batch");
+#: whether a check of that name ran is known only after the families ran (summary.py)
+WAIVE_ID, WAIVE_CHECK = re.compile(r"[A-Z][0-9]+"), re.compile(r"[a-z][a-z0-9_]*")
+#: a waiver's reason, in bytes of UTF-8 (the harness's limit on a check's waived:)
+MAX_WAIVER = 511
 
 
 class AdapterError(Exception):
@@ -56,6 +64,8 @@ class Settings:
     steps: int = 6
     seed: int = 0
     frozen: tuple = ()
+    #: check name or catalogue ID -> why its failure is accepted (reviewed, known)
+    waive: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -314,7 +324,37 @@ def _settings(module: ModuleType) -> Settings:
     if isinstance(frozen, str) or not all(isinstance(p, str) for p in frozen):
         raise AdapterError("AUDIT", "frozen must be a list of parameter-name prefixes")
     return Settings(values["batch_size"], values["accumulation"], values["steps"],
-                    values["seed"], tuple(frozen))
+                    values["seed"], tuple(frozen), _waivers(values["waive"]))
+
+
+def _waivers(raw: Any) -> dict:
+    """AUDIT["waive"] checked: {check name or catalogue ID: reason}, each
+    reason one line of text (whitespace runs become one space)."""
+    if not isinstance(raw, dict):
+        raise AdapterError("AUDIT", f"waive must be a dict {{check name or catalogue ID: "
+                           f"reason}}, got {type(raw).__name__}")
+    waive = {}
+    for name, reason in raw.items():
+        lower_id = isinstance(name, str) and not WAIVE_ID.fullmatch(name) and \
+            WAIVE_ID.fullmatch(name.upper())
+        if lower_id or not isinstance(name, str) or not (WAIVE_ID.fullmatch(name) or
+                                                         WAIVE_CHECK.fullmatch(name)):
+            hint = f" (catalogue IDs are written in capitals: {name.upper()})" if lower_id else ""
+            raise AdapterError("AUDIT", f"waive: {name!r} is neither a check name "
+                               f"(accumulation_matches_big_batch) nor a catalogue ID (G4){hint}")
+        text = " ".join(reason.split()) if isinstance(reason, str) else ""
+        if not text:
+            raise AdapterError("AUDIT", f"waive[{name!r}]: the reason must be a non-empty "
+                               f"string (why the difference is accepted, and who reviewed it), "
+                               f"got {reason!r}")
+        bad = [c for c in text if ord(c) < 0x20 or ord(c) == 0x7f]
+        if bad or len(text.encode("utf-8")) > MAX_WAIVER:
+            raise AdapterError("AUDIT", f"waive[{name!r}]: the reason must be text of at most "
+                               f"{MAX_WAIVER} bytes without control characters, got "
+                               f"{len(text.encode('utf-8'))} bytes"
+                               f"{' with ' + repr(bad[0]) if bad else ''}")
+        waive[name] = text
+    return waive
 
 
 def load_adapter(source: Union[str, os.PathLike, ModuleType]) -> Adapter:

@@ -127,8 +127,9 @@ def _audit(ad, out: str, work: str, chosen: list, exe: str, start: float) -> Aud
             fam.checks = []
         families.append(fam)
     report_dir = os.path.join(work, "report")
-    report, _ = harness.evaluate(families, work, report_dir, binary=exe)
-    result = AuditResult(ad.name, 0, out_dir=out, catalogue=report["catalogue"])
+    report, _ = harness.evaluate(families, work, report_dir, binary=exe, waive=ad.settings.waive)
+    result = AuditResult(ad.name, 0, out_dir=out, catalogue=report["catalogue"],
+                         waive=dict(ad.settings.waive))
     result.outcomes = summary.outcomes(families, report)
     result.findings = summary.findings(result.outcomes)
     failed = any(o.verdict in ("fail", "error") for o in result.outcomes)

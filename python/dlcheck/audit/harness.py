@@ -47,14 +47,15 @@ def _run(binary: str, scenarios: str, out: str, timeout: float) -> subprocess.Co
 
 
 def evaluate(families: list, work: str, out: str, *, binary: Optional[str] = None,
-             timeout: float = 120.0) -> tuple[dict[str, Any], str]:
+             timeout: float = 120.0, waive: Optional[dict] = None) -> tuple[dict[str, Any], str]:
     """Writes each family's scenario under work/scenarios (its checks, and
-    a not_tested check for each it could not run), runs the harness with
-    its reports into `out`, and returns (report.json, terminal text)."""
+    a not_tested check for each it could not run; each check `waive` names
+    with its reason), runs the harness with its reports into `out`, and
+    returns (report.json, terminal text)."""
     exe = find_binary(binary)
     root = os.path.join(work, "scenarios")
     for fam in families:
-        scen.write(fam, root)
+        scen.write(fam, root, waive)
     r = _run(exe, root, out, timeout)
     if r.returncode not in (0, 1):
         raise HarnessError(f"dlcheck run exited {r.returncode} on the audit's scenarios "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 MAX_RUNS, MAX_CHECKS = 8, 16
@@ -21,6 +21,8 @@ class Check:
     catalogue   the catalogue IDs a FAIL of this check is evidence of
     about       one sentence for the team: what the check asks of its code
     explained_by  for a check without IDs: the findings that account for its failure
+    waived      why a failure of this check is accepted (the adapter's AUDIT["waive"]):
+                the harness reports it as WAIVED, which fails neither run nor exit code
     """
     name: str
     kind: str
@@ -34,6 +36,7 @@ class Check:
     expect_divergence: bool = False
     explained_by: tuple = ()   # IDs whose finding explains a FAIL of this (ID-less) check
     reason: str = ""           # kind not_tested: what could not be tested, and why
+    waived: str = ""           # the reason its failure is accepted ("" none)
 
     def yaml(self) -> str:
         items = [f"name: {self.name}", f"kind: {self.kind}"]
@@ -51,10 +54,20 @@ class Check:
             items.append("expect_divergence: true")
         if self.reason:
             items.append(f"reason: {json.dumps(_shorten(self.reason, MAX_REASON))}")
+        if self.waived:
+            items.append(f"waived: {json.dumps(_shorten(self.waived, MAX_REASON))}")
         ids = list(dict.fromkeys(self.catalogue))[:MAX_IDS]
         if ids:
             items.append(f"catalogue: [{', '.join(ids)}]")
         return "  - {" + ", ".join(items) + "}"
+
+
+def waived_by(name: str, catalogue: tuple, waive: dict) -> Optional[str]:
+    """The entry of `waive` (AUDIT["waive"]) that waives the check `name`
+    with these catalogue IDs: its name, else the first of its IDs waived."""
+    if name in waive:
+        return name
+    return next((i for i in catalogue if i in waive), None)
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -106,9 +119,12 @@ class Family:
         return self.checks + [n.check() for n in self.not_tested]
 
 
-def write(family: Family, root: str) -> str:
-    """Writes root/<scenario>/scenario.yaml and returns the folder."""
-    checks = family.all_checks()
+def write(family: Family, root: str, waive: Optional[dict] = None) -> str:
+    """Writes root/<scenario>/scenario.yaml and returns the folder; a check
+    that `waive` names (by its name or one of its IDs) gets its reason."""
+    waive = waive or {}
+    checks = [replace(c, waived=waive[w]) if (w := waived_by(c.name, c.catalogue, waive)) else c
+              for c in family.all_checks()]
     if not checks:
         raise ValueError(f"family {family.name}: a scenario needs checks")
     if len(family.runs) > MAX_RUNS or len(checks) > MAX_CHECKS:
