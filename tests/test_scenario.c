@@ -504,6 +504,19 @@ static void test_check_waived(void **state) {
   remove_scenario("bad");
 }
 
+/* noise: RUN gives an equivalence check its band; widen defaults to 4. */
+static void test_check_noise(void **state) {
+  (void)state;
+  dlc_scenario *s = load_mutated("b: other}", "b: other, noise: reference, widen: 8}\n"
+                                              "  - {name: n, kind: equivalence, a: reference, "
+                                              "b: other, noise: other}");
+  assert_string_equal(s->checks[0].noise, "reference");
+  assert_true(s->checks[0].noise_widen == 8.0);
+  assert_string_equal(s->checks[1].noise, "other");
+  assert_true(s->checks[1].noise_widen == 4.0);
+  dlc_scenario_free(s);
+}
+
 /* not_tested reads no run and carries its reason. */
 static void test_not_tested_check(void **state) {
   (void)state;
@@ -775,6 +788,16 @@ static const bad_case bad_cases[] = {
      "pitfalls[0].overrides: is empty"},
     {"b: other}", "b: other, tolerance: close(1e-5)}", DL_ERR_INVALID, "close(1e-5)", 0,
      "tolerance 'close(1e-5)': expected bitwise"},
+    {"b: other}", "b: other, noise: nope}", DL_ERR_INVALID, "nope", 0,
+     "checks[0].noise: unknown run 'nope'"},
+    {"b: other}", "b: other, noise: other, tolerance: bitwise}", DL_ERR_INVALID, "bitwise}", 0,
+     "check 'same' has noise: its band replaces the tolerance; remove tolerance"},
+    {"b: other}", "b: other, widen: 7}", DL_ERR_INVALID, "7}", 0,
+     "widen belongs with noise: RUN; remove it"},
+    {"b: other}", "b: other, noise: other, widen: 0.5}", DL_ERR_INVALID, "0.5", 0,
+     "widen 0.5: expected a number >= 1"},
+    {"b: other}", "b: other}\n  - {name: m, kind: metric_max, a: other, noise: other}",
+     DL_ERR_INVALID, "noise: other}", 7, "noise belongs to kind equivalence; remove it"},
     /* too many, too few */
     {"b: other}", "b: other, quantities: [a,b,c,d,e,f,g,h,i]}", DL_ERR_INVALID, "a,b,c", 0,
      "checks[0].quantities: too many items: 9, at most 8"},
@@ -966,6 +989,7 @@ int main(void) {
       cmocka_unit_test(test_loss_section),
       cmocka_unit_test(test_check_catalogue),
       cmocka_unit_test(test_check_waived),
+      cmocka_unit_test(test_check_noise),
       cmocka_unit_test(test_not_tested_check),
       cmocka_unit_test(test_trace_runs),
       cmocka_unit_test(test_model_needed_by_engine_runs),

@@ -19,7 +19,14 @@ typedef struct dlc_check_spec {
   dlc_tolerance tol;
   double threshold;       /* for detector checks (ratios, fractions) */
   bool expect_divergence; /* a difference is expected and reported (G5) */
-  char reason[512];       /* not_tested: what could not be tested, and why */
+  /* equivalence: a run that repeats a's arithmetic more exactly (a float64
+   * shadow) or in another order ("" none). Each compared quantity then gets
+   * its own band instead of tol: close(0, noise_widen x its largest
+   * distance from a in that run), at least noise_widen float32 ulps of a's
+   * largest value in it: the tolerance is measured on the run itself. */
+  char noise[DLC_NAME_MAX];
+  double noise_widen; /* 4 unless the scenario says (DLC_ENVELOPE_WIDEN_DEFAULT) */
+  char reason[512];   /* not_tested: what could not be tested, and why */
   /* A reviewed, accepted difference ("" none): a FAIL of this check is
    * reported as WAIVED with this reason and does not fail the run. */
   char waived[DLC_WAIVER_MAX];

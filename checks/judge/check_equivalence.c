@@ -31,8 +31,53 @@ static void note_diff(worst *w, const dlc_diff *d, const char *what, int64_t ste
   w->ok = false;
 }
 
+/* A quantity's band from the noise run: close(0, widen x its largest
+ * distance from a, at least widen float32 ulps of a's largest value);
+ * false when the noise run does not hold the quantity comparably. */
+static bool band(const dlc_check_spec *spec, double distance, double magnitude,
+                 dlc_tolerance *out) {
+  if (isnan(distance)) return false;
+  *out = (dlc_tolerance){.kind = DLC_TOL_CLOSE,
+                         .rtol = 0,
+                         .atol = spec->noise_widen * fmax(distance, dlc_ulp32(magnitude))};
+  return true;
+}
+
+static double series_distance(const dlc_series *sa, const dlc_series *sn, double *magnitude) {
+  double d = 0;
+  *magnitude = 0;
+  for (int64_t i = 0; i < sa->n; i++) {
+    d = fmax(d, fabs(sn->v[i] - sa->v[i])); /* both NaN: fmax keeps d */
+    *magnitude = fmax(*magnitude, fabs(sa->v[i]));
+    if (isnan(sn->v[i]) != isnan(sa->v[i])) return NAN;
+  }
+  return d;
+}
+
+/* The rule for one quantity: the spec's tolerance, or its band from the
+ * noise run (false, with evidence, when that run lacks it). */
+static bool rule_for(const dlc_check_spec *spec, const dlc_trace *noise, const char *name,
+                     const dlc_series *sa, const dl_tensor *ta, dlc_tolerance *t, dlc_verdict *v) {
+  *t = spec->tol;
+  if (!noise) return true;
+  double distance = NAN, magnitude = 0;
+  if (sa) {
+    const dlc_series *sn = dlc_trace_series(noise, name);
+    if (sn && sn->n == sa->n) distance = series_distance(sa, sn, &magnitude);
+  } else {
+    const dl_tensor *tn = dlc_trace_final(noise, name);
+    dlc_tolerance exact = dlc_tolerance_bitwise();
+    dlc_diff d = tn ? dlc_compare_tensors(tn, ta, &exact) : (dlc_diff){.n = -1};
+    if (d.n >= 0) distance = d.max_abs, magnitude = dlc_max_magnitude(ta);
+  }
+  if (band(spec, distance, magnitude, t)) return true;
+  dlc_evidence(v, "%s: the noise run %s does not hold it comparably, so it has no band. ", name,
+               noise->run);
+  return false;
+}
+
 static void compare_series(const dlc_check_spec *spec, const dlc_trace *a, const dlc_trace *b,
-                           const char *name, worst *w, dlc_verdict *v) {
+                           const dlc_trace *noise, const char *name, worst *w, dlc_verdict *v) {
   const dlc_series *sa = dlc_trace_series(a, name), *sb = dlc_trace_series(b, name);
   if (!sa || !sb || sa->n != sb->n) {
     w->ok = false;
@@ -40,7 +85,12 @@ static void compare_series(const dlc_check_spec *spec, const dlc_trace *a, const
                  !sa || !sb ? "missing from one run" : "different step counts");
     return;
   }
-  dlc_diff d = dlc_compare_f64(sb->v, sa->v, sa->n, &spec->tol);
+  dlc_tolerance tol;
+  if (!rule_for(spec, noise, name, sa, NULL, &tol, v)) {
+    w->ok = false;
+    return;
+  }
+  dlc_diff d = dlc_compare_f64(sb->v, sa->v, sa->n, &tol);
   note_diff(w, &d, name, d.first_bad);
   if (!d.ok)
     dlc_evidence(v, "%s first differs at step %lld: %.9g (%s) vs %.9g (%s). ", name,
@@ -49,7 +99,7 @@ static void compare_series(const dlc_check_spec *spec, const dlc_trace *a, const
 
 /* Final tensors whose names start with prefix ("param/"). */
 static void compare_finals(const dlc_check_spec *spec, const dlc_trace *a, const dlc_trace *b,
-                           const char *prefix, worst *w, dlc_verdict *v) {
+                           const dlc_trace *noise, const char *prefix, worst *w, dlc_verdict *v) {
   int compared = 0, bad = 0;
   for (int i = 0; i < a->nfinals; i++) {
     const char *name = a->finals[i].name;
@@ -62,11 +112,17 @@ static void compare_finals(const dlc_check_spec *spec, const dlc_trace *a, const
       dlc_evidence(v, "%s is missing from %s. ", name, b->run);
       continue;
     }
-    dlc_diff d = dlc_compare_tensors(tb, &a->finals[i].t, &spec->tol);
+    dlc_tolerance tol;
+    if (!rule_for(spec, noise, name, NULL, &a->finals[i].t, &tol, v)) {
+      bad++;
+      w->ok = false;
+      continue;
+    }
+    dlc_diff d = dlc_compare_tensors(tb, &a->finals[i].t, &tol);
     note_diff(w, &d, name, -1);
     if (!d.ok && bad++ == 0) {
       char desc[512];
-      dlc_diff_describe(&d, &spec->tol, desc, sizeof desc);
+      dlc_diff_describe(&d, &tol, desc, sizeof desc);
       dlc_evidence(v, "%s differs (%s vs %s): %s. ", name, b->run, a->run, desc);
     }
   }
@@ -111,23 +167,29 @@ static void gradient_ratio(const dlc_trace *a, const dlc_trace *b, dlc_verdict *
 
 dl_status dlc_check_equivalence(const dlc_check_spec *spec, const dlc_trace *traces, int n,
                                 dlc_verdict *v) {
-  const dlc_trace *a, *b;
+  const dlc_trace *a, *b, *noise = NULL;
   DL_TRY(dlc_check_runs(spec, traces, n, true, &a, &b));
+  if (spec->noise[0] && !(noise = dlc_check_find_trace(traces, n, spec->noise)))
+    return dl_fail(DL_ERR_INVALID, "check %s: no trace for its noise run '%s'", spec->name,
+                   spec->noise);
   worst w = {.ok = true, .step = -1, .max_abs = NAN, .max_rel = NAN};
   for (int q = 0; q < spec->nquantities; q++) {
     const char *name = spec->quantities[q];
-    if (strcmp(name, "params") == 0) compare_finals(spec, a, b, "param/", &w, v);
-    else if (strcmp(name, "buffers") == 0) compare_finals(spec, a, b, "buffer/", &w, v);
-    else if (strcmp(name, "grads") == 0) compare_finals(spec, a, b, "grad/", &w, v);
-    else compare_series(spec, a, b, name, &w, v);
+    if (strcmp(name, "params") == 0) compare_finals(spec, a, b, noise, "param/", &w, v);
+    else if (strcmp(name, "buffers") == 0) compare_finals(spec, a, b, noise, "buffer/", &w, v);
+    else if (strcmp(name, "grads") == 0) compare_finals(spec, a, b, noise, "grad/", &w, v);
+    else compare_series(spec, a, b, noise, name, &w, v);
   }
   v->max_abs = w.max_abs;
   v->max_rel = w.max_rel;
   v->max_ulp = w.max_ulp;
   v->step = w.step;
   snprintf(v->tensor, sizeof v->tensor, "%s", w.what);
-  char tol[64];
-  dlc_tolerance_describe(&spec->tol, tol, sizeof tol);
+  char tol[256];
+  if (noise)
+    snprintf(tol, sizeof tol, "each quantity within %g times its distance from %s",
+             spec->noise_widen, noise->run);
+  else dlc_tolerance_describe(&spec->tol, tol, sizeof tol);
   if (w.ok) {
     v->kind = DLC_PASS;
     dlc_evidence(v, "%s and %s agree within %s (max abs %.3g, max rel %.3g, %llu ulp).", b->run,

@@ -133,27 +133,12 @@ typedef struct outside {
   bool failed;
 } outside;
 
-/* One float32 ULP at magnitude m: the least half-width a band has, so that
- * a value the repeats happened to round alike may still round one way or
- * the other (0 stays exact: counters, flags, skipped steps). */
-static double ulp32(double m) {
-  float f = fabsf((float)m);
-  if (f == 0.0f || !isfinite(f)) return 0;
-  return (double)nextafterf(f, INFINITY) - (double)f;
-}
-
 /* |x - c| / h, infinite where a quantity with a zero band moved. */
 static double distance(double x, double c, double h) {
   double dev = fabs(x - c);
   if (isnan(dev)) return INFINITY;
   if (h > 0) return dev / h;
   return dev > 0 ? INFINITY : 0;
-}
-
-static double max_magnitude(const dl_tensor *t) {
-  double m = 0;
-  for (int64_t i = 0; t->dtype == DL_F32 && i < t->numel; i++) m = fmax(m, fabs(dl_f32(t)[i]));
-  return m;
 }
 
 static void note(outside *o, double d, double widen, const char *what, int64_t step) {
@@ -171,10 +156,13 @@ static void note(outside *o, double d, double widen, const char *what, int64_t s
   o->failed = true;
 }
 
+/* At least one float32 ULP (dlc_ulp32), so that a value the repeats happened
+ * to round alike may still round one way or the other (0 stays exact:
+ * counters, flags, skipped steps). */
 double dlc_envelope_half_width(const dlc_envelope_series *es, int64_t i, double *c) {
   const double *b = es->v[i];
   *c = 0.5 * (b[DLC_ENV_MIN] + b[DLC_ENV_MAX]);
-  return fmax(0.5 * (b[DLC_ENV_MAX] - b[DLC_ENV_MIN]), ulp32(*c));
+  return fmax(0.5 * (b[DLC_ENV_MAX] - b[DLC_ENV_MIN]), dlc_ulp32(*c));
 }
 
 double dlc_envelope_step_distance(const dlc_envelope_series *es, int64_t i, double x) {
@@ -210,7 +198,7 @@ static double final_distance(const dlc_envelope_final *f, const dlc_trace *ref, 
   const dl_tensor *x = dlc_trace_final(t, f->name), *r = dlc_trace_final(ref, f->name);
   *d = x && r ? dlc_compare_tensors(x, r, &exact) : (dlc_diff){.n = -1};
   if (d->n < 0) return INFINITY;
-  return distance(d->max_abs, 0, fmax(f->v[DLC_FIN_SPREAD], ulp32(max_magnitude(r))));
+  return distance(d->max_abs, 0, fmax(f->v[DLC_FIN_SPREAD], dlc_ulp32(dlc_max_magnitude(r))));
 }
 
 dlc_envelope_distance dlc_envelope_final_distance(const dlc_envelope_final *f, const dlc_trace *ref,

@@ -213,3 +213,15 @@ const char *dlc_diff_describe(const dlc_diff *d, const dlc_tolerance *t, char *b
            (long long)d->n, tol, (long long)d->first_bad, d->a_at_first, d->b_at_first);
   return buf;
 }
+
+double dlc_ulp32(double m) {
+  float f = fabsf((float)m);
+  if (f == 0.0f || !isfinite(f)) return 0;
+  return (double)nextafterf(f, INFINITY) - (double)f;
+}
+
+double dlc_max_magnitude(const dl_tensor *t) {
+  double m = 0;
+  for (int64_t i = 0; t->dtype == DL_F32 && i < t->numel; i++) m = fmax(m, fabs(dl_f32(t)[i]));
+  return m;
+}

@@ -48,6 +48,12 @@ dlc_diff dlc_compare_f64(const double *a, const double *b, int64_t n, const dlc_
 /* Tensors of any dtype (int tensors compare exactly); shape mismatch -> ok=false, n=-1. */
 dlc_diff dlc_compare_tensors(const dl_tensor *a, const dl_tensor *b, const dlc_tolerance *t);
 
+/* One float32 ULP at magnitude m: the least error a float32 value carries
+ * (0 at 0 and for inf/NaN). */
+double dlc_ulp32(double m);
+/* The largest |x| of a float32 tensor (0 for other dtypes and empty ones). */
+double dlc_max_magnitude(const dl_tensor *t);
+
 /* "max abs 1.2e-03, max rel 4.0e-05, 812 ulp, 3 of 640 elements outside
  * close(rtol=1.3e-06, atol=1e-05), first at [17]: 0.1234 vs 0.1221" */
 const char *dlc_diff_describe(const dlc_diff *d, const dlc_tolerance *t, char *buf, size_t len);

@@ -17,6 +17,7 @@
 
 #include "judge/catalogue.h"
 #include "judge/check.h"
+#include "judge/envelope.h"
 #include "trace/trace.h"
 #include "scenario/yaml_util.h"
 
@@ -201,6 +202,8 @@ static const yu_field check_fields[] = {
     {.key = "tolerance", .type = YU_CUSTOM, .parse = parse_tolerance},
     {CF("threshold", YU_F64, threshold)},
     {CF("expect_divergence", YU_BOOL, expect_divergence)},
+    CSTR("noise", noise, false),
+    {CF("widen", YU_F64, noise_widen)},
     {.key = "catalogue", .type = YU_CUSTOM, .parse = parse_catalogue},
     {CF("reason", YU_STR, reason), .size = MSIZE(dlc_check_spec, reason)},
     {CF("waived", YU_STR, waived), .size = MSIZE(dlc_check_spec, waived)},
@@ -216,6 +219,25 @@ static dl_status unknown_kind(const yu_val *v, const char *kind) {
     used += (size_t)w;
   }
   return yu_fail(v, DL_ERR_INVALID, "unknown check kind '%s'; expected one of: %s", kind, known);
+}
+
+/* noise: a run, on an equivalence check only, replacing its tolerance;
+ * widen: only with noise, a number >= 1. */
+static dl_status check_noise(const loader *L, const yu_val *item, const dlc_check_spec *c) {
+  yu_val v;
+  bool has_noise = yu_map_find(item, "noise", &v);
+  if (has_noise && strcmp(c->kind, "equivalence") != 0)
+    return yu_fail(&v, DL_ERR_INVALID, "noise belongs to kind equivalence; remove it");
+  if (has_noise) DL_TRY(need_run(L, &v, c->noise));
+  if (has_noise && yu_map_find(item, "tolerance", &v))
+    return yu_fail(&v, DL_ERR_INVALID,
+                   "check '%s' has noise: its band replaces the tolerance; remove tolerance",
+                   c->name);
+  if (!yu_map_find(item, "widen", &v)) return DL_OK;
+  if (!has_noise) return yu_fail(&v, DL_ERR_INVALID, "widen belongs with noise: RUN; remove it");
+  if (!(c->noise_widen >= 1.0) || !isfinite(c->noise_widen))
+    return yu_fail(&v, DL_ERR_INVALID, "widen %g: expected a number >= 1", c->noise_widen);
+  return DL_OK;
 }
 
 /* Kind registered; a named exactly when the kind reads a run, b exactly
@@ -240,6 +262,7 @@ static dl_status check_refs(const loader *L, const yu_val *item, const dlc_check
     return yu_fail(&v, DL_ERR_INVALID, "check kind '%s' reads %s; remove b", c->kind,
                    k->runs ? "one run (a)" : "no run");
   if (has_b) DL_TRY(need_run(L, &v, c->b));
+  DL_TRY(check_noise(L, item, c));
   bool has_reason = yu_map_find(item, "reason", &v);
   if (!k->runs && !has_reason)
     return yu_fail(item, DL_ERR_FORMAT,
@@ -256,6 +279,7 @@ static dl_status read_check(loader *L, const yu_val *item, int i) {
   dlc_check_spec *c = &s->checks[i];
   memset(c, 0, sizeof *c);
   c->tol = dlc_tolerance_default(DL_F32);
+  c->noise_widen = DLC_ENVELOPE_WIDEN_DEFAULT;
   DL_TRY(yu_apply(item, check_fields, COUNT(check_fields), c, L, true, NULL));
   yu_val v;
   DL_TRY(find_key(item, "name", &v));
