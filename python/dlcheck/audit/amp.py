@@ -4,14 +4,20 @@ step in float32 (A1, A2; skipped steps reported).
   amp    the step as written (on the CPU: bfloat16 autocast, the adapter's
          scaler, e.g. CpuGradScaler)
   fp32   the same step with autocast forced off and the scaler disabled
-Every clip_grad_norm_ call is watched: one made while the gradients are
-still scaled (before scaler.unscale_) clips the wrong norm (A2). The
+Every clip_grad_norm_ and clip_grad_value_ call is watched, wherever the
+team's code imported it from: one made while the gradients are still
+scaled (before scaler.unscale_) clips the wrong norm or values (A2). The
 gradients the optimizer gets at step 0 are compared: their distance from
 fp32's, and the fraction that is zero only under AMP (underflow, A1)."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+import functools
+import os
+import sys
+from dataclasses import dataclass
+from types import FrameType, ModuleType
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -34,27 +40,74 @@ def _still_scaled(scaler: Any, optimizer: torch.optim.Optimizer) -> bool:
     return getattr(state.get("stage"), "name", "READY") == "READY"
 
 
+#: torch's gradient clipping functions, by name in torch.nn.utils.clip_grad
+CLIPPERS = ("clip_grad_norm_", "clip_grad_value_")
+
+
+@dataclass
+class Clipping:
+    """The clipping calls one variant made: how many, how many while the
+    gradients were still scaled, and where the first of those was made."""
+    calls: int = 0
+    scaled: int = 0
+    first: str = ""   # "clip_grad_norm_ at helper.py:12" of the first scaled call
+
+
+def _caller(frame: Optional[FrameType]) -> str:
+    """file:line of the first frame outside torch (the team's call)."""
+    while frame is not None and f"{os.sep}torch{os.sep}" in frame.f_code.co_filename:
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _holders(originals: dict, extra: ModuleType) -> list:
+    """(module, attribute, function) for every module-level reference to a
+    clipping function: torch's own modules, the adapter (not in
+    sys.modules) and every team module that imported it by name."""
+    wanted = {id(f) for f in originals.values()}
+    found, seen = [], set()
+    for module in [extra, *list(sys.modules.values())]:
+        if not isinstance(module, ModuleType) or id(module) in seen:
+            continue
+        seen.add(id(module))
+        found += [(module, attr, value) for attr, value in list(vars(module).items())
+                  if id(value) in wanted]
+    return found
+
+
 @contextlib.contextmanager
-def watch_clipping(run: Run, counts: list) -> Iterator[None]:
-    """clip_grad_norm_ (torch's and the adapter module's reference to it)
-    counting the calls made while the gradients are still scaled."""
-    original = torch.nn.utils.clip_grad_norm_
+def watch_clipping(run: Run, seen: Clipping) -> Iterator[None]:
+    """clip_grad_norm_ and clip_grad_value_ replaced, wherever a module holds
+    them (torch.nn.utils, the adapter, a team module that did `from
+    torch.nn.utils import clip_grad_norm_`), by wrappers that count the
+    calls made while the gradients are still scaled. A reference held
+    elsewhere (a class attribute, a functools.partial made at import) is
+    not seen."""
+    originals = {n: getattr(torch.nn.utils.clip_grad, n) for n in CLIPPERS}
 
-    def clip(*args: Any, **kwargs: Any) -> Any:
-        counts[0] += 1
-        counts[1] += _still_scaled(run.scaler, run.optimizer)
-        return original(*args, **kwargs)
+    def watcher(name: str) -> Any:
+        original = originals[name]
 
-    holders = [(torch.nn.utils, "clip_grad_norm_"), (torch.nn.utils.clip_grad, "clip_grad_norm_")]
-    holders += [(run.adapter.module, n) for n, v in vars(run.adapter.module).items()
-                if v is original]
+        @functools.wraps(original)
+        def clip(*args: Any, **kwargs: Any) -> Any:
+            seen.calls += 1
+            if _still_scaled(run.scaler, run.optimizer):
+                seen.scaled += 1
+                seen.first = seen.first or f"{name} at {_caller(sys._getframe(1))}"
+            return original(*args, **kwargs)
+        return clip
+
+    wrappers = {id(f): watcher(n) for n, f in originals.items()}
+    holders = _holders(originals, run.adapter.module)
     try:
-        for h, n in holders:
-            setattr(h, n, clip)
+        for module, attr, value in holders:
+            setattr(module, attr, wrappers[id(value)])
         yield
     finally:
-        for h, n in holders:
-            setattr(h, n, original)
+        for module, attr, value in holders:
+            setattr(module, attr, value)
 
 
 def run(ctx: Context) -> Family:
@@ -70,8 +123,8 @@ def run(ctx: Context) -> Family:
     fp32.close()
 
     amp = ctx.recorded(fam.scenario, "amp")
-    counts = [0, 0]
-    with watch_clipping(amp, counts):
+    clipping = Clipping()
+    with watch_clipping(amp, clipping):
         amp.train(s.steps)
     if not amp.autocast and amp.scaler is None:
         amp.close()
@@ -80,12 +133,13 @@ def run(ctx: Context) -> Family:
                                         "the step uses neither autocast nor a scaler"))
         return fam
     rec = amp.rec
-    rec.metric("clips_before_unscale", counts[1])
+    rec.metric("clips_before_unscale", clipping.scaled)
     rec.note("clips_before_unscale", (
-        f"{counts[1]} of {counts[0]} clip_grad_norm_ calls saw gradients still multiplied by "
-        f"the loss scale ({amp.scaler.get_scale() if amp.scaler else 1:g}): they clipped the "
-        f"scaled norm." if counts[1] else
-        f"{counts[0]} clip_grad_norm_ calls, each after the gradients were unscaled."))
+        f"{clipping.scaled} of {clipping.calls} clipping calls saw gradients still multiplied "
+        f"by the loss scale ({amp.scaler.get_scale() if amp.scaler else 1:g}), the first "
+        f"{clipping.first}: they clipped the scaled gradients." if clipping.scaled else
+        f"{clipping.calls} clipping calls (clip_grad_norm_, clip_grad_value_), each after the "
+        f"gradients were unscaled."))
     g_amp, g_fp = amp.grads[0] if amp.grads else None, fp32.grads[0] if fp32.grads else None
     if g_amp and g_fp:
         dist = grad_distance(g_amp, g_fp)
@@ -118,3 +172,4 @@ def run(ctx: Context) -> Family:
         "bfloat16 has float32's exponent range: a CPU run does not overflow; skipped steps "
         "are reported in amp_gradients_match_fp32's evidence"))
     return fam
+

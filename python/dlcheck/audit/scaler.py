@@ -6,9 +6,9 @@ updates, under CPU bfloat16 autocast in an audit.
     def make_scaler():            # in the adapter
         return CpuGradScaler(init_scale=2.0 ** 12)
 
-It also counts gradient clipping seen while the gradients were still
-scaled (`clipped_while_scaled`): the audit's mixed-precision family reads it
-(A2).
+still_scaled() tells whether the gradients are still multiplied by the
+scale; the audit's mixed-precision family asks it when the team's code
+clips (A2), as it reads GradScaler's per-optimizer stage otherwise.
 """
 from __future__ import annotations
 
@@ -38,8 +38,7 @@ class CpuGradScaler:
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._growth_tracker = int(growth_interval), 0
         self._per_optimizer_states: dict[int, dict[str, Any]] = {}
-        self._scaled = False           # scale() called since the last update()
-        self.clipped_while_scaled = 0  # clip_grad_norm_ calls between scale() and unscale_()
+        self._scaled = False  # scale() called since the last update()
 
     def is_enabled(self) -> bool:
         return self._enabled
