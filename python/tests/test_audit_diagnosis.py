@@ -1,6 +1,9 @@
 """Findings on code written unlike the examples:
 - A2: clipping before unscale_ in a team module that imported
-  clip_grad_norm_ / clip_grad_value_ by name."""
+  clip_grad_norm_ / clip_grad_value_ by name;
+- checkpoints: sub-state-dicts (no false C5, a real missing key still C5),
+  a module. prefix from the adapter's wrap_ddp (C4), a failed resume
+  explained by C4, C3 only when training draws random numbers."""
 from __future__ import annotations
 
 import sys
@@ -101,3 +104,128 @@ def test_clipping_in_a_team_module_that_imported_it_by_name_is_a2(tmp_path: Path
 def test_the_scaler_has_no_clipping_counter_it_cannot_keep() -> None:
     from dlcheck.audit import CpuGradScaler
     assert not hasattr(CpuGradScaler(), "clipped_while_scaled")
+
+
+# ---- checkpoints of sub-state-dicts ----------------------------------------------------------
+
+PARTS = """
+def save_checkpoint(path, model, optimizer):
+    torch.save({{"backbone": {backbone}, "fc": model.fc.state_dict(),
+                "optimizer": optimizer.state_dict(), "rng": torch.get_rng_state()}}, path)
+
+
+def load_checkpoint(path, model, optimizer):
+    ckpt = torch.load(path)
+    model.backbone.load_state_dict(ckpt["backbone"], strict=False)
+    model.fc.load_state_dict(ckpt["fc"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    torch.set_rng_state(ckpt["rng"])
+"""
+
+
+def test_a_checkpoint_of_sub_state_dicts_is_read_part_by_part(tmp_path: Path) -> None:
+    good = run_audit(write(tmp_path, "parts.py", BASE + PARTS.format(
+        backbone="model.backbone.state_dict()")), tmp_path / "good", families=["checkpoint"])
+    assert good.exit_code == 0, good.text + good.message
+    checks = by_name(good)
+    for name in ("checkpoint_keys_unprefixed", "checkpoint_has_every_key",
+                 "checkpoint_shapes_match"):
+        assert checks[f"checkpoint/{name}"].verdict == "pass", good.text
+    # the backbone saved without its BatchNorm statistics, loaded with strict=False
+    bad = run_audit(write(tmp_path, "parts_bad.py", BASE + PARTS.format(
+        backbone="dict(model.backbone.named_parameters())")), tmp_path / "bad",
+        families=["checkpoint"])
+    assert bad.ids == {"C5"}, bad.text + bad.message
+    assert "backbone.1.running_mean" in bad.findings["C5"][0].evidence
+
+
+# ---- the checkpoint family wraps with wrap_ddp ------------------------------------------------
+
+WRAPPED = """
+def wrap_ddp(model):
+    return nn.parallel.DistributedDataParallel(model)
+
+
+def save_checkpoint(path, model, optimizer):
+    torch.save({{"model": {saved}.state_dict(), "optimizer": optimizer.state_dict(),
+                "rng": torch.get_rng_state()}}, path)
+
+
+def load_checkpoint(path, model, optimizer):
+    ckpt = torch.load(path)
+    {saved}.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    torch.set_rng_state(ckpt["rng"])
+"""
+
+
+def test_a_module_prefix_saved_from_the_adapters_wrap_ddp_is_c4(tmp_path: Path) -> None:
+    bad = run_audit(write(tmp_path, "wrapped.py", BASE + WRAPPED.format(saved="model")),
+                    tmp_path / "bad", families=["checkpoint"])
+    assert bad.ids == {"C4"}, bad.text + bad.message
+    assert "module.backbone.0.weight" in bad.findings["C4"][0].evidence
+    good = run_audit(write(tmp_path, "unwrapped.py", BASE + WRAPPED.format(
+        saved='getattr(model, "module", model)')), tmp_path / "good", families=["checkpoint"])
+    assert good.exit_code == 0, good.text + good.message
+    assert not torch.distributed.is_initialized()
+
+
+# ---- C4 explains the resume; C3 only with random draws ---------------------------------------
+
+PREFIX_NOT_LOADED = """
+def make_model():
+    return nn.DataParallel(Net())
+
+
+def save_checkpoint(path, model, optimizer):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "rng": torch.get_rng_state()}, path)
+
+
+def load_checkpoint(path, model, optimizer):
+    ckpt = torch.load(path)
+    # "load what fits" into the plain model: no key fits, nothing is loaded
+    own = model.module.state_dict()
+    model.module.load_state_dict({k: v for k, v in ckpt["model"].items() if k in own},
+                                 strict=False)
+    optimizer.load_state_dict(ckpt["optimizer"])
+    torch.set_rng_state(ckpt["rng"])
+"""
+
+
+def test_a_resume_that_fails_through_the_prefix_is_explained_by_c4(tmp_path: Path) -> None:
+    result = run_audit(write(tmp_path, "prefix.py", BASE + PREFIX_NOT_LOADED),
+                       tmp_path / "out", families=["checkpoint"])
+    assert result.ids == {"C4"}, result.text + result.message
+    assert by_name(result)["checkpoint/resume_matches_straight_run"].verdict == "fail"
+    assert "no catalogue ID diagnosed" not in result.text
+    assert "also      checkpoint/resume_matches_straight_run failed" in result.text
+
+
+HEAD_REBUILT = """
+def save_checkpoint(path, model, optimizer):
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()}, path)
+
+
+def load_checkpoint(path, model, optimizer):
+    ckpt = torch.load(path)
+    model.fc = nn.Linear(16, 5)  # the head rebuilt from today's config: draws its init
+    own = model.state_dict()
+    model.load_state_dict({k: v for k, v in ckpt["model"].items()
+                           if own[k].shape == v.shape}, strict=False)
+    optimizer.load_state_dict(ckpt["optimizer"])
+"""
+
+
+def test_c3_is_not_diagnosed_on_a_model_that_draws_no_random_numbers(tmp_path: Path) -> None:
+    result = run_audit(write(tmp_path, "head.py", BASE + HEAD_REBUILT), tmp_path / "out",
+                       families=["checkpoint"])
+    assert result.ids == {"C6"}, result.text + result.message
+    c3 = by_name(result)["checkpoint/rng_state_restored"]
+    assert c3.verdict == "not_tested" and "draws nothing" in c3.evidence, c3
+
+
+def test_c3_is_still_diagnosed_when_dropout_draws(tmp_path: Path) -> None:
+    result = run_audit(EXAMPLES / "c3_rng_state_not_saved.py", tmp_path / "out",
+                       families=["checkpoint"])
+    assert result.ids == {"C3"}, result.text + result.message
