@@ -187,7 +187,7 @@ dl_status dlc_check_equivalence(const dlc_check_spec *spec, const dlc_trace *tra
   snprintf(v->tensor, sizeof v->tensor, "%s", w.what);
   char tol[256];
   if (noise)
-    snprintf(tol, sizeof tol, "each quantity within %g times its distance from %s",
+    snprintf(tol, sizeof tol, "bands of %g times each quantity's distance from %s",
              spec->noise_widen, noise->run);
   else dlc_tolerance_describe(&spec->tol, tol, sizeof tol);
   if (w.ok) {

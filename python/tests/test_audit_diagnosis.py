@@ -3,7 +3,8 @@
   clip_grad_norm_ / clip_grad_value_ by name;
 - checkpoints: sub-state-dicts (no false C5, a real missing key still C5),
   a module. prefix from the adapter's wrap_ddp (C4), a failed resume
-  explained by C4, C3 only when training draws random numbers."""
+  explained by C4, C3 only when training draws random numbers;
+- N3's catalogue text."""
 from __future__ import annotations
 
 import sys
@@ -229,3 +230,16 @@ def test_c3_is_still_diagnosed_when_dropout_draws(tmp_path: Path) -> None:
     result = run_audit(EXAMPLES / "c3_rng_state_not_saved.py", tmp_path / "out",
                        families=["checkpoint"])
     assert result.ids == {"C3"}, result.text + result.message
+
+
+# ---- N3's catalogue text ---------------------------------------------------------------------
+
+def test_n3_explains_worker_streams_and_a_fix_that_removes_the_worker_count(
+        tmp_path: Path) -> None:
+    result = run_audit(EXAMPLES / "n3_augmentation_noise_per_worker.py", tmp_path / "out",
+                       families=["determinism"])
+    assert result.ids == {"N3"}, result.text + result.message
+    n3 = result.catalogue["N3"]
+    assert "keyed by thread" not in n3["mistake"] and "worker" in n3["mistake"]
+    assert "sample index" in n3["fix"] and "num_workers" in n3["fix"]
+    assert "never per thread" not in n3["fix"]

@@ -19,9 +19,11 @@ import torch.nn.functional as F
 
 from dlcheck.audit import run_audit
 from dlcheck.audit.adapter import load_adapter
-from dlcheck.audit.loop import Run, cast_floats
-from dlcheck.audit.noise import WIDEN, float32_ulp, float64_band
+from dlcheck.audit.context import Context
+from dlcheck.audit.loop import cast_floats
+from dlcheck.audit.noise import float64_shadow
 from dlcheck.audit.randomness import DropoutOff
+from dlcheck.tracefile import read_trace
 
 MODELS = Path(__file__).resolve().parent / "audit_models"
 
@@ -58,6 +60,11 @@ def test_correct_attention_under_rmsprop_passes_within_its_own_band(tmp_path: Pa
     # the report says how randomness was handled and where the band came from
     assert "Dropout made the identity" in scen["description"]
     assert "dropout calls ran with p = 0" in scen["description"]
+    # the weights are judged against the big batch's float64 shadow, recorded as a run
+    assert "big_batch_float64" in [r["name"] for r in scen["runs"]]
+    match = next(c for c in scen["checks"] if c["name"] == "accumulation_matches_big_batch")
+    assert "bands of 4 times each quantity's distance from big_batch_float64" in \
+        match["evidence"], match["evidence"]
 
 
 @pytest.mark.parametrize("variant,pitfall", [
@@ -144,15 +151,17 @@ def test_dropout_off_keeps_autograd_and_inplace_semantics() -> None:
     assert torch.equal(x.grad, torch.full_like(x, 2.0))
 
 
-def test_float64_band_measures_the_reference_and_falls_back_when_it_cannot() -> None:
+def test_float64_shadow_is_recorded_and_falls_back_when_it_cannot(tmp_path: Path) -> None:
     ad = load_adapter(MODELS / "layernorm_mlp.py")
-    ref = Run(ad, seed=0, batch_size=16)
+    ctx = Context(ad, str(tmp_path))
+    ref = ctx.recorded("audit_x", "big_batch")
     ref.train(3)
-    band = float64_band(ad, ref, 3, "the reference run")
-    assert band.atol is not None and band.atol >= WIDEN * float32_ulp(0.0)
-    assert band.atol < 1e-4, band   # float32 rounding, not a fixed 1e-4
-    assert band.tolerance("fallback").startswith("close(0, ")
-    assert "float64 shadow" in band.source
+    shadow = float64_shadow(ctx, "audit_x", ref, 3)
+    assert shadow.run == "big_batch_float64" and Path(shadow.path).is_file()
+    assert shadow.rule("close(1e-4, 1e-6)") == {"noise": "big_batch_float64"}
+    assert "float64 shadow, run big_batch_float64" in shadow.describe("the run", "x")
+    trace = read_trace(shadow.path)
+    assert trace.run == "big_batch_float64" and len(trace.series["loss"]) == 3
 
     def float32_only(model, optimizer, micro_batches):
         optimizer.zero_grad()
@@ -163,9 +172,10 @@ def test_float64_band_measures_the_reference_and_falls_back_when_it_cannot() -> 
         return 0.0
 
     ad.functions["train_step"] = float32_only
-    fallback = float64_band(ad, ref, 3, "the reference run")
-    assert fallback.atol is None and "could not run" in fallback.source
-    assert fallback.tolerance("close(1e-4, 1e-6)") == "close(1e-4, 1e-6)"
+    none = float64_shadow(ctx, "audit_x", ref, 3)
+    assert none.run is None and "cannot run in float64" in none.why
+    assert none.rule("close(1e-4, 1e-6)") == {"tolerance": "close(1e-4, 1e-6)"}
+    assert none.describe("the run", "close(1e-4, 1e-6)").startswith("within close(1e-4, 1e-6) (")
 
 
 def test_cast_floats_reaches_nested_batches() -> None:

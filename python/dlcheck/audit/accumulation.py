@@ -15,8 +15,8 @@ masks), the plain mean of each micro-batch's own mean (G4).
 
 Every run trains with dropout made the identity (randomness.py): K
 micro-batches would draw other masks than one batch. The big batch's
-float64 shadow gives the rounding band the trained weights are compared
-within (noise.py)."""
+float64 shadow (run big_batch_float64) gives each trained tensor the
+rounding band it is compared within (noise.py)."""
 from __future__ import annotations
 
 import copy
@@ -24,7 +24,7 @@ import math
 
 from .context import BATCHNORM, BF16_TOLERANCE, Context, has_module
 from .loop import grad_distance, grad_mean, grad_norm, grad_scale
-from .noise import float64_band
+from .noise import float64_shadow
 from .randomness import DropoutOff
 from .scenario import Check, Family, NotTested
 
@@ -49,7 +49,9 @@ def run(ctx: Context) -> Family:
     fam.runs["big_batch"] = big.save()
     batchnorm = has_module(big.model, BATCHNORM)
     big.close()
-    band = float64_band(ctx.adapter, big, s.steps, "the big-batch run", dropout)
+    shadow = float64_shadow(ctx, fam.scenario, big, s.steps, dropout)
+    if shadow.run:
+        fam.runs[shadow.run] = shadow.path
 
     # each micro-batch alone from the initial weights: the team's step gives its own mean
     probe = ctx.run(accumulation=k, dropout_off=dropout)
@@ -111,10 +113,9 @@ def run(ctx: Context) -> Family:
     fallback = BF16_TOLERANCE if big.autocast else "close(1e-4, 1e-6)"
     fam.checks.append(Check(
         "accumulation_matches_big_batch", "equivalence", "big_batch", "accumulated",
-        quantities=("params",), tolerance=band.tolerance(fallback),
-        explained_by=("G2", "G3", "G4"),
+        quantities=("params",), **shadow.rule(fallback), explained_by=("G2", "G3", "G4"),
         about=(f"{k} micro-batches train the same weights as one batch of {s.batch_size}, "
-               f"within {band.source if band.atol is not None else fallback + ': ' + band.source}" +
+               f"{shadow.describe('the big-batch run', fallback)}" +
                (" (the model has BatchNorm: micro-batch statistics differ, G5, reported as "
                 "expected)" if batchnorm else ""))))
     if batchnorm:

@@ -20,7 +20,11 @@ model: rank 0's result against one process's (D5). With BatchNorm each rank
 normalises its own half batch, so the weights differ from one process's by
 design: ranks_match_one_process is then an expected divergence (its size
 reported), and D3 is read from the scale of rank 0's gradient along one
-process's rather than from a near-exact match."""
+process's rather than from a near-exact match. Every training run has
+dropout made the identity (randomness.py: each rank would draw masks for
+its own half batch), and the ranks' weights are compared with one
+process's within that run's own rounding band, tensor by tensor (its
+float64 shadow, run one_process_float64: noise.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -42,6 +46,8 @@ from ..digest import digest
 from .adapter import AdapterError, load_adapter, sample_keys
 from .context import BATCHNORM, Context, has_module
 from .loop import Run, grad_distance, grad_scale, threads
+from .noise import float64_shadow
+from .randomness import DropoutOff
 from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's data parallelism: 2 gloo ranks against one process with the same "
@@ -133,7 +139,7 @@ def _rank_main(rank: int, source: str, work: str, port: int, scenario: str, seed
         ad = load_adapter(source)
         with process_group(rank, WORLD, port):
             r = Run(ad, seed=seed, batch_size=batch // WORLD, rank=rank, world_size=WORLD,
-                    wrap=True)
+                    wrap=True, dropout_off=DropoutOff(ad.module))
             ev = ad.evaluate(r.model) if ad.has("evaluate") else None
             r.model.train()
             r.record(os.path.join(work, "two_ranks.h5"), "two_ranks", scenario,
@@ -369,8 +375,9 @@ def run(ctx: Context) -> Family:
     rank0 = _two_ranks(ctx, work, fam.scenario)
     fam.runs["two_ranks"] = os.path.join(work, "two_ranks.h5")
 
+    dropout = DropoutOff(ad.module)
     with threads(1), process_group(0, 1, free_port()):
-        one = ctx.recorded(fam.scenario, "one_process", wrap=True)
+        one = ctx.recorded(fam.scenario, "one_process", wrap=True, dropout_off=dropout)
         batchnorm = has_module(one.inner, BATCHNORM)
         ev = ad.evaluate(one.model) if ad.has("evaluate") else None
         one.model.train()
@@ -425,17 +432,23 @@ def run(ctx: Context) -> Family:
                     f"on rank 0 of {WORLD} and {ev[worst]:.6g} in one process."))
         fam.runs["one_process"] = one.save()
         one.close()
+        shadow = float64_shadow(ctx, fam.scenario, one, s.steps, dropout)
+        if shadow.run:
+            fam.runs[shadow.run] = shadow.path
         ctx.runs[ctx.runs.index(one)] = SimpleNamespace(nonfinite=one.nonfinite,
                                                         autocast=one.autocast)
         del one  # DDP's reducer goes before its process group
         gc.collect()
 
+    fam.description += " " + dropout.describe()
+    fallback = "close(1e-4, 1e-6)"  # float32 summation order, where float64 cannot run
     fam.checks += [
         Check("ranks_match_one_process", "equivalence", "one_process", "two_ranks",
-              quantities=("params",), tolerance="close(1e-4, 1e-6)",
+              quantities=("params",), **shadow.rule(fallback),
               explained_by=("D1", "D3", "D7"), expect_divergence=batchnorm,
               about=f"{WORLD} ranks with half the batch each train the weights one process "
-                    f"trains with the whole batch" +
+                    f"trains with the whole batch, "
+                    f"{shadow.describe('the one-process run', fallback)}" +
                     (" (the model has BatchNorm: each rank normalises its own half batch, "
                      "reported as expected)" if batchnorm else "")),
         Check("each_rank_its_own_shard", "metric_max", "one_process",

@@ -23,6 +23,8 @@ class Check:
     explained_by  for a check without IDs: the findings that account for its failure
     waived      why a failure of this check is accepted (the adapter's AUDIT["waive"]):
                 the harness reports it as WAIVED, which fails neither run nor exit code
+    noise       equivalence: the run whose distance from a gives each quantity its
+                band (a float64 shadow, noise.py), in place of tolerance
     """
     name: str
     kind: str
@@ -37,6 +39,7 @@ class Check:
     explained_by: tuple = ()   # IDs whose finding explains a FAIL of this (ID-less) check
     reason: str = ""           # kind not_tested: what could not be tested, and why
     waived: str = ""           # the reason its failure is accepted ("" none)
+    noise: Optional[str] = None
 
     def yaml(self) -> str:
         items = [f"name: {self.name}", f"kind: {self.kind}"]
@@ -46,7 +49,9 @@ class Check:
             items.append(f"b: {self.b}")
         if self.quantities:
             items.append(f"quantities: [{', '.join(self.quantities)}]")
-        if self.tolerance:
+        if self.noise:
+            items.append(f"noise: {self.noise}")
+        elif self.tolerance:
             items.append(f"tolerance: {json.dumps(self.tolerance)}")
         if self.threshold is not None:
             items.append(f"threshold: {self.threshold!r}")
