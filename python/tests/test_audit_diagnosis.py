@@ -4,7 +4,9 @@
 - checkpoints: sub-state-dicts (no false C5, a real missing key still C5),
   a module. prefix from the adapter's wrap_ddp (C4), a failed resume
   explained by C4, C3 only when training draws random numbers;
-- N3's catalogue text."""
+- N3's catalogue text;
+- a step that cannot run under CPU bfloat16 autocast: not tested, the
+  other families go on."""
 from __future__ import annotations
 
 import sys
@@ -230,6 +232,53 @@ def test_c3_is_still_diagnosed_when_dropout_draws(tmp_path: Path) -> None:
     result = run_audit(EXAMPLES / "c3_rng_state_not_saved.py", tmp_path / "out",
                        families=["checkpoint"])
     assert result.ids == {"C3"}, result.text + result.message
+
+
+# ---- a step that cannot run under the team's autocast ----------------------------------------
+
+LAYERNORM_AMP = """
+def make_model():
+    return Net(nn.LayerNorm(16))
+
+
+def train_step(model, optimizer, micro_batches):
+    optimizer.zero_grad()
+    for x, y in micro_batches:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = F.cross_entropy({forward}, y) / len(micro_batches)
+        loss.backward()
+    optimizer.step()
+    return loss
+"""
+
+
+def test_a_family_that_cannot_run_under_autocast_is_not_tested(tmp_path: Path) -> None:
+    # torch 1.13's CPU layer_norm has no bfloat16 kernel: "expected scalar type BFloat16"
+    result = run_audit(write(tmp_path, "ln.py", BASE + LAYERNORM_AMP.format(forward="model(x)")),
+                       tmp_path / "out", families=["parameters", "amp"])
+    assert result.message == "" and result.exit_code == 0, result.text + result.message
+    checks = by_name(result)
+    amp = checks["amp/all_checks"]
+    assert amp.verdict == "not_tested" and amp.catalogue == ("A1", "A2", "A3")
+    assert "train_step()" in amp.evidence and "ln.py:" in amp.evidence
+    assert "expected scalar type BFloat16" in amp.evidence
+    assert checks["parameters/no_parameter_frozen_by_mistake"].verdict == "pass"
+    assert checks["parameters/under_team_autocast"].verdict == "not_tested"
+    assert "autocast off" in checks["parameters/under_team_autocast"].evidence
+
+
+@pytest.mark.parametrize("forward", ["model(x.double())", "model(x)[:, :2]"])
+def test_other_failures_under_autocast_still_stop_the_audit(tmp_path: Path, forward: str) -> None:
+    """A dtype error outside autocast, or any other error under it, is the
+    adapter's bug: exit 2 naming the function."""
+    text = BASE + LAYERNORM_AMP.format(forward=forward)
+    if forward.endswith("double())"):
+        text = text.replace('with torch.autocast("cpu", dtype=torch.bfloat16):', "if True:")
+    else:
+        text = text.replace("Net(nn.LayerNorm(16))", "Net()")
+    result = run_audit(write(tmp_path, "bug.py", text), tmp_path / "out",
+                       families=["parameters", "amp"])
+    assert result.exit_code == 2 and "train_step()" in result.message, result.text
 
 
 # ---- N3's catalogue text ---------------------------------------------------------------------

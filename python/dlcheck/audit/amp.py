@@ -13,22 +13,33 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
+import re
 import sys
 from dataclasses import dataclass
 from types import FrameType, ModuleType
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
+from .adapter import AdapterError
 from .context import Context
-from .loop import Run, grad_distance
+from .loop import Run, _fp32_autocast, grad_distance
 from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's mixed-precision step (autocast, GradScaler) against the same step "
                "in float32: unscaled before clipping, no underflow, close to fp32.")
 #: relative distance of the step-0 gradient from fp32's that bfloat16 stays within
 CLOSE = 0.1
+#: what PyTorch raises when a kernel lacks the dtype autocast hands it (torch 1.13's CPU
+#: bfloat16 layer_norm: "expected scalar type BFloat16 but found Float"), as an
+#: AdapterError words the team's exception
+UNSUPPORTED = re.compile(
+    r"raised (RuntimeError|TypeError|NotImplementedError): [^\n]*("
+    r"expected scalar type \w+ but found \w+|found dtype \w+ but expected \w+|"
+    r"not implemented for '(BFloat16|Half)'|mixed dtype|same dtype|"
+    r"type \([\w.]+\) and [\w ]+ type \([\w.]+\) should be the same)", re.IGNORECASE)
 
 
 def _still_scaled(scaler: Any, optimizer: torch.optim.Optimizer) -> bool:
@@ -173,3 +184,40 @@ def run(ctx: Context) -> Family:
         "are reported in amp_gradients_match_fp32's evidence"))
     return fam
 
+
+def autocast_unsupported(error: AdapterError, ctx: Context) -> bool:
+    """Whether `error` is the team's step failing for want of a kernel in the
+    dtype its autocast chose (a dtype error raised while autocast was on),
+    rather than a bug in the adapter."""
+    seen = ctx.autocast_seen or any(getattr(r, "autocast", False) for r in ctx.runs)
+    return seen and UNSUPPORTED.search(str(error)) is not None
+
+
+def without_autocast(family: Callable[[Context], Family], ctx: Context, name: str,
+                     ids: tuple, error: AdapterError) -> Family:
+    """A family whose step raised `error` under the team's autocast on this
+    machine: run again with autocast forced off, its checks hold for the
+    step in float32 and a not_tested check says what was not run; the amp
+    family (autocast is its subject) and a family that fails again are
+    not tested, with the reason."""
+    for r in ctx.runs:
+        r.close()
+    ctx.family_done()
+    ctx.runs = []
+    reason = f"the step cannot run under its autocast on this machine ({error})"
+    if name != "amp":
+        try:
+            with _fp32_autocast(ctx.adapter):
+                fam = family(ctx)
+        except AdapterError as again:
+            if not autocast_unsupported(again, ctx):
+                raise
+            for r in ctx.runs:
+                r.close()
+        else:
+            fam.not_tested.append(NotTested(
+                "under_team_autocast", (), f"this family ran with autocast off: {reason}"))
+            return fam
+    fam = Family(name, getattr(inspect.getmodule(family), "DESCRIPTION", ""))
+    fam.not_tested.append(NotTested("all_checks", ids, reason))
+    return fam

@@ -116,7 +116,12 @@ def _audit(ad, out: str, work: str, chosen: list, exe: str, start: float) -> Aud
             fam = Family(fam_name, getattr(inspect.getmodule(fn), "DESCRIPTION", ""))
             fam.not_tested.append(NotTested("all_checks", ids, why))
         else:
-            fam = fn(ctx)
+            try:
+                fam = fn(ctx)
+            except AdapterError as e:
+                if not amp.autocast_unsupported(e, ctx):
+                    raise
+                fam = amp.without_autocast(fn, ctx, fam_name, ids, e)
         fam.seconds = time.monotonic() - t0
         ctx.family_done()
         bad = ctx.nonfinite()
