@@ -79,6 +79,13 @@ static const dlc_pitfall_entry entries[] = {
      "running statistics move during fine-tuning",
      "put frozen BatchNorm layers in eval mode: bn.eval() after every model.train()",
      "train_eval: frozen buffers moved", true},
+    {"M5", "training goes on in eval mode after an evaluation",
+     "dropout stays off and BatchNorm stops following the batches until the model is put back",
+     "call model.train() after every evaluation (an evaluate() that calls model.eval() restores "
+     "the mode it found: was_training = model.training ... model.train(was_training))",
+     "determinism: a run evaluated every 3 steps against one never evaluated; the audit: "
+     "training forwards after evaluate()",
+     true},
     {"C1", "optimizer state not saved in the checkpoint", "resumed training differs",
      "save and load optimizer.state_dict() with the model",
      "ckpt_roundtrip: resumed against straight run", true},

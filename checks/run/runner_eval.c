@@ -88,7 +88,7 @@ static dl_status eval_pass(dlc_rank *r, bool eval_mode, bool no_grad, eval_resul
   if (!st) st = eval_batches(r, &idx, &b, no_grad, res, keep_first);
   res->peak = dl_mem_peak() - base;
   r->inference_calls++;
-  dlc_rank_train_modes(r);
+  if (!r->cfg->bug.eval_mode_left_on) dlc_rank_train_modes(r); /* M5 forgets model.train() */
   dl_batch_free(&b);
   dl_indices_free(&idx);
   return st;

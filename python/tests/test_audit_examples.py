@@ -27,6 +27,9 @@ NO_PAIR = {
     "A3": "bfloat16 gradients do not overflow at any scale a CPU run reaches",
     "A4": "the CPU has no float16 autocast; bfloat16 losses are computed in float32",
     "A5": "needs fp16 and bf16 both measured: fp16 autocast is CUDA-only",
+    "M5": "whether the team's loop calls model.train() after evaluating lies outside the "
+          "adapter (an epoch loop that does is correct code): the inference family notes the "
+          "modules evaluate() leaves in eval mode rather than failing",
     "N2": "CPU PyTorch's reductions are ordered for a fixed thread count; a Python thread "
           "pool summing in completion order differs only by chance, a flaky example",
     "N4": "a CUDA/cuDNN/NCCL version change needs a GPU and a golden recorded on another",

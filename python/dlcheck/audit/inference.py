@@ -5,7 +5,10 @@ After a few training steps, evaluate(model) runs twice while hooks watch
 every forward pass: the model's outputs (two identical evaluations must
 give the same ones), the modules that ran in training mode, whether
 gradients were enabled and how many bytes autograd saved for a backward
-that never comes; buffers are compared before and after."""
+that never comes; buffers are compared before and after. The modes
+evaluate() leaves behind are reported (M5 is a note, not a check: whether
+the team's loop calls model.train() after evaluating lies outside the
+adapter, so failing on it would fail correct code)."""
 from __future__ import annotations
 
 import contextlib
@@ -119,9 +122,12 @@ def run(ctx: Context) -> Family:
              "running statistics unchanged by training.")))
     watch = Watch(r.model)
     values = []
+    training = {n for n, m in r.model.named_modules() if m.training}
     for _ in range(2):
         with watch.call():
             values.append(ctx.adapter.evaluate(r.model))
+    left = sorted(f"{n or 'model'} ({type(m).__name__})" for n, m in r.model.named_modules()
+                  if n in training and not m.training and isinstance(m, BATCHNORM + DROPOUT))
     r.model.train()
     diff = watch.repeat_diff()
     moved, keys = _change(after_training, _buffers(r.inner))
@@ -132,6 +138,13 @@ def run(ctx: Context) -> Family:
         f"returned {values[0]} then {values[1]}. " +
         (f"In training mode during evaluate(): {', '.join(modes[:6])}." if modes else
          "Every Dropout/BatchNorm module ran in eval mode.")))
+    rec.metric("inference_left_in_eval_mode", len(left))
+    rec.note("inference_left_in_eval_mode", (
+        f"evaluate() returns with {', '.join(left[:4])}{' ...' if len(left) > 4 else ''} in "
+        f"eval mode: unless the training loop calls model.train() after evaluating, training "
+        f"goes on with dropout off and BatchNorm frozen (M5). The audit puts the model back "
+        f"in training mode itself." if left else
+        "evaluate() leaves every Dropout/BatchNorm module in the mode it found."))
     rec.metric("inference_buffer_change", moved)
     rec.note("inference_buffer_change", (
         f"evaluate() changed {', '.join(keys[:4])} by up to {moved:.3g}." if keys else
