@@ -70,7 +70,8 @@ static void each_tensor_within_its_own_band(void **state) {
   (void)state;
   dlc_verdict v = judge("params", (float[]){0, 3e-4f}, (float[]){0, 1e-4f}, 0, 0);
   assert_int_equal(v.kind, DLC_PASS);
-  assert_non_null(strstr(v.evidence, "within bands of 4 times each quantity's distance from noise"));
+  assert_non_null(
+      strstr(v.evidence, "within bands of 4 times each quantity's distance from noise"));
 }
 
 /* A difference the noisy tensor's band would hold fails the quiet one: a

@@ -119,7 +119,7 @@ typedef struct dlc_eval_config {
   X(rank_keyed_noise, "D7", "noise keyed by batch row, the same on every rank")        \
   X(eval_consumes_train_rng, "D8", "evaluation shifts the training shuffle")           \
   X(bn_frozen_wrongly, "M4", "frozen BatchNorm left in train mode")                    \
-  X(eval_mode_left_on, "M5", "training goes on in eval mode after an evaluation")       \
+  X(eval_mode_left_on, "M5", "training goes on in eval mode after an evaluation")      \
   X(unordered_reduction, "N2", "reduction order depends on timing")                    \
   X(thread_keyed_rng, "N3", "noise keyed by thread")                                   \
   X(dead_relu, "F3", "biases before ReLUs start at -10")
