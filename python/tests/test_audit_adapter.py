@@ -4,6 +4,7 @@ adapter function, and leaves nothing behind."""
 from __future__ import annotations
 
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,22 @@ def test_summary_names_every_family_and_what_was_not_tested(tmp_path: Path) -> N
     assert "evaluate" in untested["inference"] and "save_checkpoint" in untested["checkpoint"]
     assert "wrap_ddp" in untested["ddp"] and "autocast" in untested["amp"]
     assert all(o.verdict != "not_tested" or o.evidence for o in result.outcomes)
+
+
+def test_a_scheduler_on_the_optimizer_draws_no_warning_from_the_audits_patch(
+        tmp_path: Path) -> None:
+    # Teams hang a scheduler on the optimizer and step it in train_step; the audit's own
+    # optimizer.step wrapper once made torch warn that step() "has been overridden after
+    # learning rate scheduler initialization" for every such adapter.
+    text = GOOD.replace("    return torch.optim.SGD(model.parameters(), lr=0.1)",
+                        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                        "    opt.scheduler = torch.optim.lr_scheduler.StepLR(opt, 2)\n"
+                        "    return opt").replace("    optimizer.step()\n",
+                                                  "    optimizer.step()\n"
+                                                  "    optimizer.scheduler.step()\n")
+    assert "scheduler.step()" in text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = run_audit(adapter(tmp_path, text), tmp_path / "out",
+                           families=["parameters", "accumulation"])
+    assert result.exit_code == 0, result.text + result.message

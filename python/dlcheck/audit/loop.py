@@ -97,6 +97,12 @@ class Run:
             run._given = {n: p.grad.detach().clone() for n, p in run.named if p.grad is not None}
             return original(*args, **kwargs)
 
+        # An LR scheduler built on the optimizer marks its step wrapper so; without the
+        # mark it warns that optimizer.step() "has been overridden after learning rate
+        # scheduler initialization", about the audit's own wrapper.
+        if hasattr(original, "_with_counter"):
+            step._with_counter = True  # type: ignore[attr-defined]
+
         self._given: Optional[dict[str, torch.Tensor]] = None
         self.optimizer.step = step  # type: ignore[method-assign]
 
