@@ -83,7 +83,10 @@ def run(ctx: Context) -> Family:
             f"At step 0 the accumulated gradient (K={k} micro-batches of {s.batch_size // k}) "
             f"has {ratio:.4g} times the norm of the big batch's (relative distance "
             f"{d_big:.3g}); its distance from K times the big batch's gradient is {d_k:.3g}, "
-            f"from the last micro-batch's share alone {d_last:.3g}."))
+            f"from the last micro-batch's share alone {d_last:.3g}." +
+            (f" A step that divides by a fixed count (a configured K={k}) gives the same "
+             f"picture: its one-batch call is divided by {k} too. Either way, divide by "
+             f"len(micro_batches) (docs/audit.md)." if d_k < CLOSE else "")))
     mean = grad_mean(per_micro) if all(per_micro) and not batchnorm else None
     spread = grad_distance(mean, g_big) if mean and g_big else 0.0
     weighted = bool(g_acc) and spread > (UNEQUAL_BF16 if acc.autocast else UNEQUAL)
