@@ -122,6 +122,35 @@ static void a_missing_band_fails(void **state) {
   for (int r = 0; r < NRUNS; r++) dlc_trace_free(&t[r]);
 }
 
+/* noise_b, b's own shadow: the band adds b's distance from it, so a b
+ * whose own rounding is larger than a's passes when its shadow agrees
+ * with a's (b is right, only rounded worse); a b whose shadow agrees with
+ * b itself but not with a differs in its arithmetic, and fails. */
+static void both_shadows_bound_the_difference(void **state) {
+  (void)state;
+  dlc_trace t[4];
+  make_run(&t[A], A, 0, 0, 0);
+  make_run(&t[B], B, 3e-4f, 0, 0);
+  make_run(&t[NOISE], NOISE, 0, 0, 0); /* a's shadow: a is exact */
+  dlc_trace_init(&t[3], "s", "noise_b");
+  make_run(&t[3], NOISE, 0, 0, 0); /* b's shadow holds a's values: b only rounds worse */
+  snprintf(t[3].run, sizeof t[3].run, "noise_b");
+  dlc_check_spec s = spec_of("params");
+  snprintf(s.noise_b, sizeof s.noise_b, "noise_b");
+  dlc_verdict v;
+  dlc_verdict_init(&v, "same", "", "");
+  assert_int_equal(dlc_check_equivalence(&s, t, 4, &v), DL_OK);
+  assert_int_equal(v.kind, DLC_PASS);
+  assert_non_null(strstr(v.evidence, "distances from noise and noise_b added"));
+  dlc_trace_free(&t[3]);
+  make_run(&t[3], NOISE, 3e-4f, 0, 0); /* b's shadow agrees with b: b computes another thing */
+  snprintf(t[3].run, sizeof t[3].run, "noise_b");
+  dlc_verdict_init(&v, "same", "", "");
+  assert_int_equal(dlc_check_equivalence(&s, t, 4, &v), DL_OK);
+  assert_int_equal(v.kind, DLC_FAIL);
+  for (int r = 0; r < 4; r++) dlc_trace_free(&t[r]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(each_tensor_within_its_own_band),
@@ -129,6 +158,7 @@ int main(void) {
       cmocka_unit_test(outside_the_band_fails),
       cmocka_unit_test(series_bands),
       cmocka_unit_test(a_missing_band_fails),
+      cmocka_unit_test(both_shadows_bound_the_difference),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

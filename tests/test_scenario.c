@@ -507,11 +507,14 @@ static void test_check_waived(void **state) {
 /* noise: RUN gives an equivalence check its band; widen defaults to 4. */
 static void test_check_noise(void **state) {
   (void)state;
-  dlc_scenario *s = load_mutated("b: other}", "b: other, noise: reference, widen: 8}\n"
+  dlc_scenario *s = load_mutated("b: other}", "b: other, noise: reference, widen: 8, "
+                                              "noise_b: other}\n"
                                               "  - {name: n, kind: equivalence, a: reference, "
                                               "b: other, noise: other}");
   assert_string_equal(s->checks[0].noise, "reference");
   assert_true(s->checks[0].noise_widen == 8.0);
+  assert_string_equal(s->checks[0].noise_b, "other");
+  assert_string_equal(s->checks[1].noise_b, "");
   assert_string_equal(s->checks[1].noise, "other");
   assert_true(s->checks[1].noise_widen == 4.0);
   dlc_scenario_free(s);
@@ -792,6 +795,10 @@ static const bad_case bad_cases[] = {
      "checks[0].noise: unknown run 'nope'"},
     {"b: other}", "b: other, noise: other, tolerance: bitwise}", DL_ERR_INVALID, "bitwise}", 0,
      "check 'same' has noise: its band replaces the tolerance; remove tolerance"},
+    {"b: other}", "b: other, noise_b: other}", DL_ERR_INVALID, "noise_b: other}", 9,
+     "noise_b needs noise: RUN; add it"},
+    {"b: other}", "b: other, noise: other, noise_b: nope}", DL_ERR_INVALID, "nope", 0,
+     "checks[0].noise_b: unknown run 'nope'"},
     {"b: other}", "b: other, widen: 7}", DL_ERR_INVALID, "7}", 0,
      "widen belongs with noise: RUN; remove it"},
     {"b: other}", "b: other, noise: other, widen: 0.5}", DL_ERR_INVALID, "0.5", 0,

@@ -23,8 +23,13 @@ typedef struct dlc_check_spec {
    * shadow) or in another order ("" none). Each compared quantity then gets
    * its own band instead of tol: close(0, noise_widen x its largest
    * distance from a in that run), at least noise_widen float32 ulps of a's
-   * largest value in it: the tolerance is measured on the run itself. */
+   * largest value in it: the tolerance is measured on the run itself.
+   * noise_b, b's own shadow ("" none): the band then holds both runs'
+   * distances from their shadows added, which bounds |b - a| whenever the
+   * two shadows agree (the triangle inequality), however unequal the two
+   * runs' rounding is. */
   char noise[DLC_NAME_MAX];
+  char noise_b[DLC_NAME_MAX];
   double noise_widen; /* 4 unless the scenario says (DLC_ENVELOPE_WIDEN_DEFAULT) */
   char reason[512];   /* not_tested: what could not be tested, and why */
   /* A reviewed, accepted difference ("" none): a FAIL of this check is

@@ -31,18 +31,6 @@ static void note_diff(worst *w, const dlc_diff *d, const char *what, int64_t ste
   w->ok = false;
 }
 
-/* A quantity's band from the noise run: close(0, widen x its largest
- * distance from a, at least widen float32 ulps of a's largest value);
- * false when the noise run does not hold the quantity comparably. */
-static bool band(const dlc_check_spec *spec, double distance, double magnitude,
-                 dlc_tolerance *out) {
-  if (isnan(distance)) return false;
-  *out = (dlc_tolerance){.kind = DLC_TOL_CLOSE,
-                         .rtol = 0,
-                         .atol = spec->noise_widen * fmax(distance, dlc_ulp32(magnitude))};
-  return true;
-}
-
 static double series_distance(const dlc_series *sa, const dlc_series *sn, double *magnitude) {
   double d = 0;
   *magnitude = 0;
@@ -54,30 +42,49 @@ static double series_distance(const dlc_series *sa, const dlc_series *sn, double
   return d;
 }
 
-/* The rule for one quantity: the spec's tolerance, or its band from the
- * noise run (false, with evidence, when that run lacks it). */
-static bool rule_for(const dlc_check_spec *spec, const dlc_trace *noise, const char *name,
-                     const dlc_series *sa, const dl_tensor *ta, dlc_tolerance *t, dlc_verdict *v) {
-  *t = spec->tol;
-  if (!noise) return true;
-  double distance = NAN, magnitude = 0;
-  if (sa) {
-    const dlc_series *sn = dlc_trace_series(noise, name);
-    if (sn && sn->n == sa->n) distance = series_distance(sa, sn, &magnitude);
-  } else {
-    const dl_tensor *tn = dlc_trace_final(noise, name);
-    dlc_tolerance exact = dlc_tolerance_bitwise();
-    dlc_diff d = tn ? dlc_compare_tensors(tn, ta, &exact) : (dlc_diff){.n = -1};
-    if (d.n >= 0) distance = d.max_abs, magnitude = dlc_max_magnitude(ta);
+/* The largest distance of quantity `name` of run x from its noise run n
+ * (NaN when n does not hold it comparably), and x's largest magnitude. */
+static double distance_from(const dlc_trace *x, const dlc_trace *n, const char *name, bool series,
+                            double *magnitude) {
+  *magnitude = 0;
+  if (series) {
+    const dlc_series *sx = dlc_trace_series(x, name), *sn = dlc_trace_series(n, name);
+    return sx && sn && sn->n == sx->n ? series_distance(sx, sn, magnitude) : NAN;
   }
-  if (band(spec, distance, magnitude, t)) return true;
-  dlc_evidence(v, "%s: the noise run %s does not hold it comparably, so it has no band. ", name,
-               noise->run);
-  return false;
+  const dl_tensor *tx = dlc_trace_final(x, name), *tn = dlc_trace_final(n, name);
+  dlc_tolerance exact = dlc_tolerance_bitwise();
+  dlc_diff d = tx && tn ? dlc_compare_tensors(tn, tx, &exact) : (dlc_diff){.n = -1};
+  if (d.n < 0) return NAN;
+  *magnitude = dlc_max_magnitude(tx);
+  return d.max_abs;
+}
+
+/* The rule for one quantity: the spec's tolerance, or its band: widen x
+ * its distance between a and the noise run (plus b's from noise_b), each
+ * at least a float32 ulp of that run's largest value (false, with
+ * evidence, when a noise run lacks the quantity). */
+static bool rule_for(const dlc_check_spec *spec, const dlc_trace *const noise[2],
+                     const dlc_trace *const runs[2], const char *name, bool series,
+                     dlc_tolerance *t, dlc_verdict *v) {
+  *t = spec->tol;
+  if (!noise[0]) return true;
+  double width = 0;
+  for (int i = 0; i < 2 && noise[i]; i++) {
+    double magnitude, d = distance_from(runs[i], noise[i], name, series, &magnitude);
+    if (isnan(d)) {
+      dlc_evidence(v, "%s: the noise run %s does not hold it comparably, so it has no band. ", name,
+                   noise[i]->run);
+      return false;
+    }
+    width += fmax(d, dlc_ulp32(magnitude));
+  }
+  *t = (dlc_tolerance){.kind = DLC_TOL_CLOSE, .rtol = 0, .atol = spec->noise_widen * width};
+  return true;
 }
 
 static void compare_series(const dlc_check_spec *spec, const dlc_trace *a, const dlc_trace *b,
-                           const dlc_trace *noise, const char *name, worst *w, dlc_verdict *v) {
+                           const dlc_trace *const noise[2], const char *name, worst *w,
+                           dlc_verdict *v) {
   const dlc_series *sa = dlc_trace_series(a, name), *sb = dlc_trace_series(b, name);
   if (!sa || !sb || sa->n != sb->n) {
     w->ok = false;
@@ -86,7 +93,7 @@ static void compare_series(const dlc_check_spec *spec, const dlc_trace *a, const
     return;
   }
   dlc_tolerance tol;
-  if (!rule_for(spec, noise, name, sa, NULL, &tol, v)) {
+  if (!rule_for(spec, noise, (const dlc_trace *const[2]){a, b}, name, true, &tol, v)) {
     w->ok = false;
     return;
   }
@@ -99,7 +106,8 @@ static void compare_series(const dlc_check_spec *spec, const dlc_trace *a, const
 
 /* Final tensors whose names start with prefix ("param/"). */
 static void compare_finals(const dlc_check_spec *spec, const dlc_trace *a, const dlc_trace *b,
-                           const dlc_trace *noise, const char *prefix, worst *w, dlc_verdict *v) {
+                           const dlc_trace *const noise[2], const char *prefix, worst *w,
+                           dlc_verdict *v) {
   int compared = 0, bad = 0;
   for (int i = 0; i < a->nfinals; i++) {
     const char *name = a->finals[i].name;
@@ -113,7 +121,7 @@ static void compare_finals(const dlc_check_spec *spec, const dlc_trace *a, const
       continue;
     }
     dlc_tolerance tol;
-    if (!rule_for(spec, noise, name, NULL, &a->finals[i].t, &tol, v)) {
+    if (!rule_for(spec, noise, (const dlc_trace *const[2]){a, b}, name, false, &tol, v)) {
       bad++;
       w->ok = false;
       continue;
@@ -167,11 +175,13 @@ static void gradient_ratio(const dlc_trace *a, const dlc_trace *b, dlc_verdict *
 
 dl_status dlc_check_equivalence(const dlc_check_spec *spec, const dlc_trace *traces, int n,
                                 dlc_verdict *v) {
-  const dlc_trace *a, *b, *noise = NULL;
+  const dlc_trace *a, *b, *noise[2] = {NULL, NULL};
   DL_TRY(dlc_check_runs(spec, traces, n, true, &a, &b));
-  if (spec->noise[0] && !(noise = dlc_check_find_trace(traces, n, spec->noise)))
-    return dl_fail(DL_ERR_INVALID, "check %s: no trace for its noise run '%s'", spec->name,
-                   spec->noise);
+  const char *names[2] = {spec->noise, spec->noise_b};
+  for (int i = 0; i < 2; i++)
+    if (names[i][0] && !(noise[i] = dlc_check_find_trace(traces, n, names[i])))
+      return dl_fail(DL_ERR_INVALID, "check %s: no trace for its noise run '%s'", spec->name,
+                     names[i]);
   worst w = {.ok = true, .step = -1, .max_abs = NAN, .max_rel = NAN};
   for (int q = 0; q < spec->nquantities; q++) {
     const char *name = spec->quantities[q];
@@ -185,10 +195,13 @@ dl_status dlc_check_equivalence(const dlc_check_spec *spec, const dlc_trace *tra
   v->max_ulp = w.max_ulp;
   v->step = w.step;
   snprintf(v->tensor, sizeof v->tensor, "%s", w.what);
-  char tol[256];
-  if (noise)
+  char tol[448];
+  if (noise[1])
+    snprintf(tol, sizeof tol, "bands of %g times each quantity's distances from %s and %s added",
+             spec->noise_widen, noise[0]->run, noise[1]->run);
+  else if (noise[0])
     snprintf(tol, sizeof tol, "bands of %g times each quantity's distance from %s",
-             spec->noise_widen, noise->run);
+             spec->noise_widen, noise[0]->run);
   else dlc_tolerance_describe(&spec->tol, tol, sizeof tol);
   if (w.ok) {
     v->kind = DLC_PASS;

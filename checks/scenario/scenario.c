@@ -203,6 +203,7 @@ static const yu_field check_fields[] = {
     {CF("threshold", YU_F64, threshold)},
     {CF("expect_divergence", YU_BOOL, expect_divergence)},
     CSTR("noise", noise, false),
+    CSTR("noise_b", noise_b, false),
     {CF("widen", YU_F64, noise_widen)},
     {.key = "catalogue", .type = YU_CUSTOM, .parse = parse_catalogue},
     {CF("reason", YU_STR, reason), .size = MSIZE(dlc_check_spec, reason)},
@@ -229,6 +230,10 @@ static dl_status check_noise(const loader *L, const yu_val *item, const dlc_chec
   if (has_noise && strcmp(c->kind, "equivalence") != 0)
     return yu_fail(&v, DL_ERR_INVALID, "noise belongs to kind equivalence; remove it");
   if (has_noise) DL_TRY(need_run(L, &v, c->noise));
+  if (yu_map_find(item, "noise_b", &v)) {
+    if (!has_noise) return yu_fail(&v, DL_ERR_INVALID, "noise_b needs noise: RUN; add it");
+    DL_TRY(need_run(L, &v, c->noise_b));
+  }
   if (has_noise && yu_map_find(item, "tolerance", &v))
     return yu_fail(&v, DL_ERR_INVALID,
                    "check '%s' has noise: its band replaces the tolerance; remove tolerance",
