@@ -20,31 +20,7 @@ from dlcheck.audit.harness import find_binary
 ROOT = Path(__file__).resolve().parents[2]
 CLEAN = ROOT / "examples" / "audit" / "clean"
 #: script stem -> the failing check, its catalogue ID, and why it is a false alarm
-KNOWN_FALSE_ALARMS: dict[str, str] = {
-    "bf16_mlp_no_scaler_cpu_amp":
-        "exit 2, no check ran: the amp fp32 variant replaces torch.cpu.amp.autocast with a "
-        "torch.autocast subclass whose __init__ requires device_type, so the documented "
-        "torch.cpu.amp.autocast(dtype=torch.bfloat16) raises TypeError (autocast failure)",
-    "closure_sgd_generic_loop":
-        "parameters/every_optimized_parameter_gets_gradients (F3): the audit copies the "
-        "gradients when optimizer.step(closure) is entered, before the closure computes them, "
-        "so a correct closure-driven step looks as if no parameter got a gradient",
-    "gru_dropout_forecaster_rmsprop":
-        "accumulation/accumulation_matches_big_batch and loss_normalised_over_whole_batch (G4): "
-        "nn.GRU(dropout=0.25) draws its between-layer masks inside the fused RNN op, which the "
-        "audit's dropout neutralisation does not reach, so the big batch and the micro-batches "
-        "draw different masks (dropout across variants)",
-    "lightning_style_conv_autoencoder":
-        "accumulation/every_micro_batch_contributes (G3): the accumulated gradient equals the "
-        "big batch's (distance 1e-7), but an autoencoder's micro-batch gradients are nearly "
-        "parallel at init, so 'the last micro-batch's share at any scale' fits too (diagnosis)",
-    "matrix_factorization_plain_sgd":
-        "accumulation/accumulation_matches_big_batch (no ID): global_bias, one element, differs "
-        "by 5.96e-08 (64 ulp, float32 summation order after 6 SGD steps at lr 5) against a band "
-        "of 3.73e-09 that is 4 times the big batch's own distance from its float64 shadow: one "
-        "element's shadow distance is a sample of one and can be far below the real noise "
-        "(tolerance vs rounding noise)",
-}
+KNOWN_FALSE_ALARMS: dict[str, str] = {}
 #: issue 26 asks for at least 15 styles; the corpus was written with more
 MIN_SCRIPTS = 16
 

@@ -21,7 +21,7 @@ from dlcheck.audit import run_audit
 from dlcheck.audit.adapter import load_adapter
 from dlcheck.audit.context import Context
 from dlcheck.audit.loop import cast_floats
-from dlcheck.audit.noise import float64_shadow
+from dlcheck.audit.noise import band_rule, band_source, float64_shadow
 from dlcheck.audit.randomness import DropoutOff
 from dlcheck.tracefile import read_trace
 
@@ -60,10 +60,11 @@ def test_correct_attention_under_rmsprop_passes_within_its_own_band(tmp_path: Pa
     # the report says how randomness was handled and where the band came from
     assert "Dropout made the identity" in scen["description"]
     assert "dropout calls ran with p = 0" in scen["description"]
-    # the weights are judged against the big batch's float64 shadow, recorded as a run
-    assert "big_batch_float64" in [r["name"] for r in scen["runs"]]
+    # the weights are judged against both runs' float64 shadows, recorded as runs
+    runs = [r["name"] for r in scen["runs"]]
+    assert "big_batch_float64" in runs and "accumulated_float64" in runs
     match = next(c for c in scen["checks"] if c["name"] == "accumulation_matches_big_batch")
-    assert "bands of 4 times each quantity's distance from big_batch_float64" in \
+    assert "distances from big_batch_float64 and accumulated_float64 added" in \
         match["evidence"], match["evidence"]
 
 
@@ -123,26 +124,29 @@ def test_dropout_off_neutralises_every_path_and_restores_them() -> None:
     team = ModuleType("team_code")
     team.dropout = imported
     attention = torch.nn.MultiheadAttention(8, 2, dropout=0.5)
+    gru = torch.nn.GRU(8, 8, num_layers=2, dropout=0.5)
+    model = torch.nn.ModuleDict({"attention": attention, "gru": gru})
     x = torch.randn(5, 3, 8)
     off = DropoutOff(team)
-    with off:
+    with off.around(model):
         assert torch.equal(F.dropout(x, 0.5, True), x)
         assert torch.equal(torch.nn.Dropout(0.9)(x), x)
         assert torch.equal(team.dropout(x, 0.5, True), x)
         y1, _ = attention(x, x, x)
         y2, _ = attention(x, x, x)
         assert torch.equal(y1, y2)                      # no attention dropout drawn
+        assert torch.equal(gru(x)[0], gru(x)[0])        # nor the GRU's between its layers
         assert F.dropout(x, 0.5, False) is not None     # eval-mode calls go through untouched
-    assert off.calls == 5, off.calls
-    assert F.dropout is imported and team.dropout is imported
+    assert off.calls == 6, off.calls                    # 5 functional calls, 1 recurrent layer
+    assert F.dropout is imported and team.dropout is imported and gru.dropout == 0.5
     assert not torch.equal(F.dropout(x, 0.5, True), x)
-    assert "5 dropout calls" in off.describe()
+    assert "6 dropout calls" in off.describe()
     assert DropoutOff().describe() == "No dropout ran in these runs."
 
 
 def test_dropout_off_keeps_autograd_and_inplace_semantics() -> None:
     x = torch.randn(4, 3, requires_grad=True)
-    with DropoutOff():
+    with DropoutOff().around(torch.nn.Linear(1, 1)):
         y = F.dropout(x * 2, 0.5, True)
         y.add_(1.0)  # a real dropout returns a new tensor: in-place use must not reach x * 2
         y.sum().backward()
@@ -158,8 +162,9 @@ def test_float64_shadow_is_recorded_and_falls_back_when_it_cannot(tmp_path: Path
     ref.train(3)
     shadow = float64_shadow(ctx, "audit_x", ref, 3)
     assert shadow.run == "big_batch_float64" and Path(shadow.path).is_file()
-    assert shadow.rule("close(1e-4, 1e-6)") == {"noise": "big_batch_float64"}
-    assert "float64 shadow, run big_batch_float64" in shadow.describe("the run", "x")
+    assert band_rule(shadow, shadow, "x") == {"noise": "big_batch_float64",
+                                              "noise_b": "big_batch_float64"}
+    assert "float64 shadow, runs big_batch_float64 and" in band_source(shadow, shadow, "x")
     trace = read_trace(shadow.path)
     assert trace.run == "big_batch_float64" and len(trace.series["loss"]) == 3
 
@@ -174,8 +179,8 @@ def test_float64_shadow_is_recorded_and_falls_back_when_it_cannot(tmp_path: Path
     ad.functions["train_step"] = float32_only
     none = float64_shadow(ctx, "audit_x", ref, 3)
     assert none.run is None and "cannot run in float64" in none.why
-    assert none.rule("close(1e-4, 1e-6)") == {"tolerance": "close(1e-4, 1e-6)"}
-    assert none.describe("the run", "close(1e-4, 1e-6)").startswith("within close(1e-4, 1e-6) (")
+    assert band_rule(shadow, none, "close(1e-4, 1e-6)") == {"tolerance": "close(1e-4, 1e-6)"}
+    assert band_source(shadow, none, "close(1e-4, 1e-6)").startswith("within close(1e-4, 1e-6) (")
 
 
 def test_cast_floats_reaches_nested_batches() -> None:
@@ -185,3 +190,19 @@ def test_cast_floats_reaches_nested_batches() -> None:
     assert out["x"].dtype == torch.float64 and out["ids"].dtype == torch.long
     assert out["pair"][0].dtype == torch.float64 and out["pair"][1][0].dtype == torch.float64
     assert out["name"] == "b"
+
+
+def test_fused_attention_dropout_is_zeroed() -> None:
+    # torch 2's F.scaled_dot_product_attention takes dropout_p itself (torch 1.13 has none):
+    # the stand-in zeroes it, positional or by keyword, and counts the calls that would drop
+    from dlcheck.audit.randomness import _attention_neutral
+
+    seen: list = []
+    counter = [0]
+    off = _attention_neutral(lambda q, k, v, *a, **kw: seen.append((a, kw)), counter)
+    off(1, 2, 3, None, 0.1)
+    off(1, 2, 3, dropout_p=0.2, is_causal=True)
+    off(1, 2, 3, dropout_p=0.0)
+    assert seen == [((None, 0.0), {}), ((), {"dropout_p": 0.0, "is_causal": True}),
+                    ((), {"dropout_p": 0.0})]
+    assert counter == [2]

@@ -15,16 +15,17 @@ masks), the plain mean of each micro-batch's own mean (G4).
 
 Every run trains with dropout made the identity (randomness.py): K
 micro-batches would draw other masks than one batch. The big batch's
-float64 shadow (run big_batch_float64) gives each trained tensor the
-rounding band it is compared within (noise.py)."""
+float64 shadow and the accumulated run's (big_batch_float64,
+accumulated_float64) give each trained tensor the rounding band it is
+compared within (noise.py)."""
 from __future__ import annotations
 
 import copy
 import math
 
 from .context import BATCHNORM, BF16_TOLERANCE, Context, has_module
-from .loop import grad_distance, grad_mean, grad_norm, grad_scale
-from .noise import float64_shadow
+from .loop import grad_distance, grad_mean, grad_norm, grad_shares
+from .noise import band_rule, band_source, float64_shadow
 from .randomness import DropoutOff
 from .scenario import Check, Family, NotTested
 
@@ -49,9 +50,7 @@ def run(ctx: Context) -> Family:
     fam.runs["big_batch"] = big.save()
     batchnorm = has_module(big.model, BATCHNORM)
     big.close()
-    shadow = float64_shadow(ctx, fam.scenario, big, s.steps, dropout)
-    if shadow.run:
-        fam.runs[shadow.run] = shadow.path
+    big_shadow = float64_shadow(ctx, fam.scenario, big, s.steps, dropout)
 
     # each micro-batch alone from the initial weights: the team's step gives its own mean
     probe = ctx.run(accumulation=k, dropout_off=dropout)
@@ -71,9 +70,11 @@ def run(ctx: Context) -> Family:
         ratio = grad_norm(g_acc) / max(grad_norm(g_big), 1e-300)
         d_big = grad_distance(g_acc, g_big)
         d_k = grad_distance(g_acc, g_big, k)
-        # along the last micro-batch's gradient at any scale: its share of the batch is 1/K
-        # only when the micro-batches weigh the same (token counts vary)
-        share = grad_scale(g_acc, g_last)
+        # G3 leaves the last micro-batch's gradient at its share of the big batch's: 1/K
+        # when the micro-batches weigh the same, its token share when they do not. The
+        # shares are read off the big batch's gradient, so that a correct step whose
+        # micro-batch gradients happen to be nearly parallel is not taken for it.
+        share = grad_shares(g_big, per_micro)[-1] if all(per_micro) else 1.0 / k
         d_last = grad_distance(g_acc, g_last, share) if share > 0 else math.inf
         rec.metric("step0_grad_ratio_to_big_batch", ratio)
         rec.metric("step0_distance_from_big_batch", d_big)
@@ -103,6 +104,10 @@ def run(ctx: Context) -> Family:
             f"1: weighted by its share of the batch)."))
     fam.runs["accumulated"] = acc.save()
     acc.close()
+    acc_shadow = float64_shadow(ctx, fam.scenario, acc, s.steps, dropout)
+    for sh in (big_shadow, acc_shadow):
+        if sh.run:
+            fam.runs[sh.run] = sh.path
 
     written = ctx.recorded(fam.scenario, "accumulated_as_written", accumulation=k,
                            dropout_off=dropout)
@@ -116,9 +121,10 @@ def run(ctx: Context) -> Family:
     fallback = BF16_TOLERANCE if big.autocast else "close(1e-4, 1e-6)"
     fam.checks.append(Check(
         "accumulation_matches_big_batch", "equivalence", "big_batch", "accumulated",
-        quantities=("params",), **shadow.rule(fallback), explained_by=("G2", "G3", "G4"),
+        quantities=("params",), **band_rule(big_shadow, acc_shadow, fallback),
+        explained_by=("G2", "G3", "G4"),
         about=(f"{k} micro-batches train the same weights as one batch of {s.batch_size}, "
-               f"{shadow.describe('the big-batch run', fallback)}" +
+               f"{band_source(big_shadow, acc_shadow, fallback)}" +
                (" (the model has BatchNorm: micro-batch statistics differ, G5, reported as "
                 "expected)" if batchnorm else ""))))
     if batchnorm:

@@ -18,11 +18,12 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from types import FrameType, ModuleType
+from types import FrameType
 from typing import Any, Callable, Iterator, Optional
 
 import torch
 
+from . import patch
 from .adapter import AdapterError
 from .context import Context
 from .loop import Run, _fp32_autocast, grad_distance
@@ -73,21 +74,6 @@ def _caller(frame: Optional[FrameType]) -> str:
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
-def _holders(originals: dict, extra: ModuleType) -> list:
-    """(module, attribute, function) for every module-level reference to a
-    clipping function: torch's own modules, the adapter (not in
-    sys.modules) and every team module that imported it by name."""
-    wanted = {id(f) for f in originals.values()}
-    found, seen = [], set()
-    for module in [extra, *list(sys.modules.values())]:
-        if not isinstance(module, ModuleType) or id(module) in seen:
-            continue
-        seen.add(id(module))
-        found += [(module, attr, value) for attr, value in list(vars(module).items())
-                  if id(value) in wanted]
-    return found
-
-
 @contextlib.contextmanager
 def watch_clipping(run: Run, seen: Clipping) -> Iterator[None]:
     """clip_grad_norm_ and clip_grad_value_ replaced, wherever a module holds
@@ -111,14 +97,8 @@ def watch_clipping(run: Run, seen: Clipping) -> Iterator[None]:
         return clip
 
     wrappers = {id(f): watcher(n) for n, f in originals.items()}
-    holders = _holders(originals, run.adapter.module)
-    try:
-        for module, attr, value in holders:
-            setattr(module, attr, wrappers[id(value)])
+    with patch.swapped(patch.holders(originals.values(), run.adapter.module), wrappers):
         yield
-    finally:
-        for module, attr, value in holders:
-            setattr(module, attr, value)
 
 
 def run(ctx: Context) -> Family:

@@ -23,8 +23,9 @@ reported), and D3 is read from the scale of rank 0's gradient along one
 process's rather than from a near-exact match. Every training run has
 dropout made the identity (randomness.py: each rank would draw masks for
 its own half batch), and the ranks' weights are compared with one
-process's within that run's own rounding band, tensor by tensor (its
-float64 shadow, run one_process_float64: noise.py)."""
+process's within both runs' own rounding, tensor by tensor (their float64
+shadows, one_process_float64 and two_ranks_float64, the latter trained in
+the same rank processes: noise.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -46,7 +47,7 @@ from ..digest import digest
 from .adapter import AdapterError, load_adapter, sample_keys
 from .context import BATCHNORM, Context, has_module
 from .loop import Run, grad_distance, grad_scale, threads
-from .noise import float64_shadow
+from .noise import Shadow, band_rule, band_source, float64_shadow
 from .randomness import DropoutOff
 from .scenario import Check, Family, NotTested, zero_count
 
@@ -155,7 +156,8 @@ def _rank_main(rank: int, source: str, work: str, port: int, scenario: str, seed
             r.close()
             result = {"grads0": r.grads[0] if r.grads else None, "eval": ev,
                       "buffers": bool(watch.names),
-                      "nonfinite": r.nonfinite.describe() if r.nonfinite else None}
+                      "nonfinite": r.nonfinite.describe() if r.nonfinite else None,
+                      "shadow": _rank_shadow(ad, seed, batch, steps, rank, work, scenario)}
             del r  # DDP's reducer goes before its process group
             gc.collect()
         if rank == 0:
@@ -165,6 +167,24 @@ def _rank_main(rank: int, source: str, work: str, port: int, scenario: str, seed
     except Exception as e:  # the team's code in a process group may fail anywhere
         _fail(work, rank, "wrap_ddp", f"the 2-rank run raised {type(e).__name__}: {e}\n"
               f"{traceback.format_exc(limit=3)}")
+
+
+def _rank_shadow(ad: Any, seed: int, batch: int, steps: int, rank: int, work: str,
+                 scenario: str) -> str:
+    """The 2-rank run's float64 shadow, recorded by rank 0 as
+    two_ranks_float64 (noise.py); "" when it ran, else why it could not."""
+    try:
+        shadow = Run(ad, seed=seed, batch_size=batch // WORLD, rank=rank, world_size=WORLD,
+                     wrap=True, float64=True, dropout_off=DropoutOff(ad.module))
+        shadow.record(os.path.join(work, "two_ranks_float64.h5"), "two_ranks_float64", scenario)
+        finite = shadow.train(steps)
+        shadow.save()
+        shadow.close()
+        del shadow
+        gc.collect()
+    except AdapterError as e:
+        return f"the step cannot run in float64 to measure its own rounding: {e}"
+    return "" if finite else "its float64 shadow went non-finite"
 
 
 def _fail(work: str, rank: int, function: str, message: str) -> None:
@@ -432,23 +452,26 @@ def run(ctx: Context) -> Family:
                     f"on rank 0 of {WORLD} and {ev[worst]:.6g} in one process."))
         fam.runs["one_process"] = one.save()
         one.close()
-        shadow = float64_shadow(ctx, fam.scenario, one, s.steps, dropout)
-        if shadow.run:
-            fam.runs[shadow.run] = shadow.path
+        one_shadow = float64_shadow(ctx, fam.scenario, one, s.steps, dropout)
         ctx.runs[ctx.runs.index(one)] = SimpleNamespace(nonfinite=one.nonfinite,
                                                         autocast=one.autocast)
         del one  # DDP's reducer goes before its process group
         gc.collect()
+    ranks_shadow = (Shadow(None, None, rank0["shadow"]) if rank0["shadow"] else
+                    Shadow("two_ranks_float64", os.path.join(work, "two_ranks_float64.h5")))
+    for sh in (one_shadow, ranks_shadow):
+        if sh.run:
+            fam.runs[sh.run] = sh.path
 
     fam.description += " " + dropout.describe()
     fallback = "close(1e-4, 1e-6)"  # float32 summation order, where float64 cannot run
     fam.checks += [
         Check("ranks_match_one_process", "equivalence", "one_process", "two_ranks",
-              quantities=("params",), **shadow.rule(fallback),
+              quantities=("params",), **band_rule(one_shadow, ranks_shadow, fallback),
               explained_by=("D1", "D3", "D7"), expect_divergence=batchnorm,
               about=f"{WORLD} ranks with half the batch each train the weights one process "
                     f"trains with the whole batch, "
-                    f"{shadow.describe('the one-process run', fallback)}" +
+                    f"{band_source(one_shadow, ranks_shadow, fallback)}" +
                     (" (the model has BatchNorm: each rank normalises its own half batch, "
                      "reported as expected)" if batchnorm else "")),
         Check("each_rank_its_own_shard", "metric_max", "one_process",

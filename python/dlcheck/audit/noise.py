@@ -1,19 +1,23 @@
-"""Tolerances from the run's own noise, not fixed numbers.
+"""Tolerances from the runs' own noise, not fixed numbers.
 
 Two float32 runs that split the same arithmetic differently (K
 micro-batches against one batch, two ranks against one process) differ by
-rounding, and how much depends on the model and the optimizer: an adaptive
-one (Adam, RMSprop) turns the rounding noise of a near-zero gradient into
-a full step. So such a comparison is judged against the reference run's
-float64 shadow: the same initial weights, batches and steps in double
-(autocast leaves float64 alone), recorded as a run of its own. Its
-distance from the float32 run is that run's own rounding error, tensor by
-tensor; two float32 runs each that far from the answer lie within twice it
-of each other. The harness's equivalence check, given the shadow as its
-`noise` run, allows each tensor WIDEN times its own distance
-(scenarios/README.md), as the gate of calibrated goldens widens their
-repeats' band. Under bfloat16 autocast the shadow measures the bfloat16
-error too."""
+rounding, and how much depends on the model, the optimizer and the split:
+an adaptive optimizer (Adam, RMSprop) turns the rounding noise of a
+near-zero gradient into a full step, and K micro-batches whose partial
+sums cancel round far worse than one batch (a global bias: 1 ulp from the
+exact answer in one batch, 64 ulps in four). So each side of such a
+comparison gets a float64 shadow: the same initial weights, batches and
+steps in double (autocast leaves float64 alone), recorded as a run of its
+own. A run's distance from its shadow is its own rounding error, tensor by
+tensor. When the code is right the two shadows agree (float64 rounding
+aside), and the triangle inequality bounds the two float32 runs' distance
+by the sum of their own errors; the harness's equivalence check, given the
+shadows as its `noise` and `noise_b` runs, allows each tensor WIDEN times
+that sum (scenarios/README.md), as the gate of calibrated goldens widens
+their repeats' band. A step whose arithmetic differs between the two runs
+(G2, G3, ...) makes the shadows differ too, by far more. Under bfloat16
+autocast the shadows measure the bfloat16 error as well."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,17 +40,6 @@ class Shadow:
     path: Optional[str]
     why: str = ""
 
-    def rule(self, fallback: str) -> dict:
-        """The comparison's keyword arguments for Check: noise=the shadow,
-        or the fallback tolerance when there is none."""
-        return {"noise": self.run} if self.run else {"tolerance": fallback}
-
-    def describe(self, what: str, fallback: str) -> str:
-        """Where the comparison's tolerance comes from, for its `about`."""
-        if self.run:
-            return (f"within {WIDEN} times {what}'s own rounding error, tensor by tensor (its "
-                    f"distance from its float64 shadow, run {self.run})")
-        return f"within {fallback} ({self.why})"
 
 
 def float64_shadow(ctx: Context, scenario: str, reference: Run, steps: int,
@@ -58,7 +51,8 @@ def float64_shadow(ctx: Context, scenario: str, reference: Run, steps: int,
     path = ctx.trace_path(scenario, name)
     try:
         shadow = Run(ctx.adapter, seed=reference.seed, batch_size=reference.batch_size,
-                     float64=True, dropout_off=dropout_off)
+                     accumulation=reference.accumulation, float64=True,
+                     dropout_off=dropout_off)
         shadow.record(path, name, scenario)
         try:
             finite = shadow.train(steps)
@@ -71,3 +65,19 @@ def float64_shadow(ctx: Context, scenario: str, reference: Run, steps: int,
     if not finite:
         return Shadow(None, None, "its float64 shadow went non-finite")
     return Shadow(name, path)
+
+
+def band_rule(a: Shadow, b: Shadow, fallback: str) -> dict:
+    """Check keywords comparing runs a and b: their shadows as the noise
+    runs, or the fallback tolerance when either has none."""
+    if a.run and b.run:
+        return {"noise": a.run, "noise_b": b.run}
+    return {"tolerance": fallback}
+
+
+def band_source(a: Shadow, b: Shadow, fallback: str) -> str:
+    """Where the comparison's tolerance comes from, for its `about`."""
+    if a.run and b.run:
+        return (f"within {WIDEN} times the two runs' own rounding errors added, tensor by tensor "
+                f"(each run's distance from its float64 shadow, runs {a.run} and {b.run})")
+    return f"within {fallback} ({a.why or b.why})"

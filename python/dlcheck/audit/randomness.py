@@ -16,43 +16,19 @@ name bound to them in the team's own modules, so that
 `F.dropout` does."""
 from __future__ import annotations
 
+import contextlib
 import inspect
-import os
-import site
-import sys
-import sysconfig
-from types import ModuleType, TracebackType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
+from types import ModuleType
 
+import torch
 import torch.nn.functional as F
 
-#: torch.nn.functional's dropouts: (name, its keyword for the probability)
+from . import patch
+
+#: torch.nn.functional's dropouts
 FUNCTIONAL = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
               "feature_alpha_dropout")
-
-
-def _installed_roots() -> tuple[str, ...]:
-    """Folders of the standard library and installed packages."""
-    roots = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
-    roots.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else "")
-    return tuple(os.path.realpath(r) + os.sep for r in roots if r)
-
-
-def team_modules(extra: Optional[ModuleType] = None) -> list[ModuleType]:
-    """Loaded modules that are neither the standard library nor installed
-    packages (the team's code), and `extra` (the adapter)."""
-    roots = _installed_roots()
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    found = [extra] if extra is not None else []
-    for m in list(sys.modules.values()):
-        path = getattr(m, "__file__", None)
-        if not path or m is extra:
-            continue
-        real = os.path.realpath(path)
-        if not real.startswith(roots) and not real.startswith(here):
-            found.append(m)
-    return found
 
 
 def _neutral(original: Callable, counter: list) -> Callable:
@@ -92,41 +68,42 @@ def _attention_neutral(original: Callable, counter: list) -> Callable:
 
 
 class DropoutOff:
-    """A context (entered around each step of a family's runs) in which
-    every dropout runs with p = 0; `calls` counts the dropouts it
-    neutralised over all the steps."""
+    """Every dropout with p = 0 inside `around(model)`, entered around each
+    step of a family's runs; `calls` counts the dropouts it neutralised
+    over all the steps. The functions' holders are found once, when the
+    family starts (the team's modules are imported by then)."""
 
     def __init__(self, adapter_module: Optional[ModuleType] = None):
         self._counter = [0]
-        self._replacements: dict[int, tuple[Callable, Callable]] = {}
-        for name in FUNCTIONAL:
-            fn = getattr(F, name, None)
-            if fn is not None:
-                self._replacements[id(fn)] = (fn, _neutral(fn, self._counter))
+        originals = [f for f in (getattr(F, n, None) for n in FUNCTIONAL) if f is not None]
+        self._replacement = {id(f): _neutral(f, self._counter) for f in originals}
         sdpa = getattr(F, "scaled_dot_product_attention", None)
         if sdpa is not None:
-            self._replacements[id(sdpa)] = (sdpa, _attention_neutral(sdpa, self._counter))
-        self._holders = [F] + team_modules(adapter_module)
-        self._saved: list[tuple[ModuleType, str, Any]] = []
+            originals.append(sdpa)
+            self._replacement[id(sdpa)] = _attention_neutral(sdpa, self._counter)
+        self._bound = patch.holders(originals, adapter_module)
 
     @property
     def calls(self) -> int:
         return self._counter[0]
 
-    def __enter__(self) -> "DropoutOff":
-        for holder in self._holders:
-            for name, value in list(vars(holder).items()):
-                hit = self._replacements.get(id(value))
-                if hit is not None and hit[0] is value:
-                    self._saved.append((holder, name, value))
-                    setattr(holder, name, hit[1])
-        return self
-
-    def __exit__(self, kind: Optional[type], err: Optional[BaseException],
-                 tb: Optional[TracebackType]) -> None:
-        for holder, name, value in reversed(self._saved):
-            setattr(holder, name, value)
-        self._saved = []
+    @contextlib.contextmanager
+    def around(self, model: torch.nn.Module) -> Iterator[None]:
+        """The functional dropouts neutralised, and the dropout recurrent
+        layers apply between their layers inside torch's kernels (nn.GRU,
+        nn.LSTM with num_layers > 1) set to 0 on `model`, for the block."""
+        rnns = [m for m in model.modules()
+                if isinstance(m, torch.nn.RNNBase) and m.dropout > 0 and m.training]
+        saved = [m.dropout for m in rnns]
+        self._counter[0] += len(rnns)
+        try:
+            for m in rnns:
+                m.dropout = 0.0
+            with patch.swapped(self._bound, self._replacement):
+                yield
+        finally:
+            for m, p in zip(rnns, saved):
+                m.dropout = p
 
     def describe(self) -> str:
         """How randomness was handled, for the family's report."""
@@ -135,4 +112,3 @@ class DropoutOff:
         return (f"Dropout made the identity in these runs ({self.calls} dropout calls ran with "
                 f"p = 0, training mode otherwise as written): a batch split draws other masks "
                 f"than one batch, so runs with dropout could not be compared.")
-

@@ -23,8 +23,9 @@ class Check:
     explained_by  for a check without IDs: the findings that account for its failure
     waived      why a failure of this check is accepted (the adapter's AUDIT["waive"]):
                 the harness reports it as WAIVED, which fails neither run nor exit code
-    noise       equivalence: the run whose distance from a gives each quantity its
-                band (a float64 shadow, noise.py), in place of tolerance
+    noise       equivalence: a's float64 shadow (noise.py); with noise_b, b's, each
+                quantity's band is their distances from a and b added, in place
+                of tolerance
     """
     name: str
     kind: str
@@ -40,6 +41,7 @@ class Check:
     reason: str = ""           # kind not_tested: what could not be tested, and why
     waived: str = ""           # the reason its failure is accepted ("" none)
     noise: Optional[str] = None
+    noise_b: Optional[str] = None
 
     def yaml(self) -> str:
         items = [f"name: {self.name}", f"kind: {self.kind}"]
@@ -51,6 +53,8 @@ class Check:
             items.append(f"quantities: [{', '.join(self.quantities)}]")
         if self.noise:
             items.append(f"noise: {self.noise}")
+            if self.noise_b:
+                items.append(f"noise_b: {self.noise_b}")
         elif self.tolerance:
             items.append(f"tolerance: {json.dumps(self.tolerance)}")
         if self.threshold is not None:
