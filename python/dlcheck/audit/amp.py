@@ -26,7 +26,7 @@ import torch
 from . import patch
 from .adapter import AdapterError
 from .context import Context
-from .loop import Run, _fp32_autocast, grad_distance
+from .loop import AutocastOff, Run, grad_distance
 from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's mixed-precision step (autocast, GradScaler) against the same step "
@@ -187,7 +187,7 @@ def without_autocast(family: Callable[[Context], Family], ctx: Context, name: st
     reason = f"the step cannot run under its autocast on this machine ({error})"
     if name != "amp":
         try:
-            with _fp32_autocast(ctx.adapter):
+            with AutocastOff(ctx.adapter).on():
                 fam = family(ctx)
         except AdapterError as again:
             if not autocast_unsupported(again, ctx):

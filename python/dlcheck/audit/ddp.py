@@ -47,7 +47,7 @@ from ..digest import digest
 from .adapter import AdapterError, load_adapter, sample_keys
 from .context import BATCHNORM, Context, has_module
 from .loop import Run, grad_distance, grad_scale, threads
-from .noise import Shadow, band_rule, band_source, float64_shadow
+from .noise import Shadow, band_rule, band_source, float64_shadow, record_shadow
 from .randomness import DropoutOff
 from .scenario import Check, Family, NotTested, zero_count
 
@@ -173,18 +173,11 @@ def _rank_shadow(ad: Any, seed: int, batch: int, steps: int, rank: int, work: st
                  scenario: str) -> str:
     """The 2-rank run's float64 shadow, recorded by rank 0 as
     two_ranks_float64 (noise.py); "" when it ran, else why it could not."""
-    try:
-        shadow = Run(ad, seed=seed, batch_size=batch // WORLD, rank=rank, world_size=WORLD,
-                     wrap=True, float64=True, dropout_off=DropoutOff(ad.module))
-        shadow.record(os.path.join(work, "two_ranks_float64.h5"), "two_ranks_float64", scenario)
-        finite = shadow.train(steps)
-        shadow.save()
-        shadow.close()
-        del shadow
-        gc.collect()
-    except AdapterError as e:
-        return f"the step cannot run in float64 to measure its own rounding: {e}"
-    return "" if finite else "its float64 shadow went non-finite"
+    shadow = record_shadow(ad, os.path.join(work, "two_ranks_float64.h5"), "two_ranks_float64",
+                           scenario, steps, seed=seed, batch_size=batch // WORLD, rank=rank,
+                           world_size=WORLD, wrap=True, dropout_off=DropoutOff(ad.module))
+    gc.collect()  # DDP's reducer goes before its process group
+    return shadow.why
 
 
 def _fail(work: str, rank: int, function: str, message: str) -> None:

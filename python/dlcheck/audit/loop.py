@@ -6,6 +6,7 @@ was given, the step whose loss was first inf/NaN)."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
@@ -61,7 +62,8 @@ class Run:
                  fp32: bool = False, float64: bool = False,
                  dropout_off: Optional[DropoutOff] = None):
         self.adapter, self.seed, self.accumulation = adapter, seed, accumulation
-        self.fp32, self.float64, self.dropout_off = fp32, float64, dropout_off
+        self.float64, self.dropout_off = float64, dropout_off
+        self.autocast_off = AutocastOff(adapter) if fp32 else None
         self.model = adapter.model(seed)
         if float64:
             self.model = self.model.double()
@@ -163,8 +165,8 @@ class Run:
                     p.grad.zero_()
         self._given = None
         with contextlib.ExitStack() as stack:
-            if self.fp32:
-                stack.enter_context(_fp32_autocast(self.adapter))
+            if self.autocast_off is not None:
+                stack.enter_context(self.autocast_off.on())
             if self.float64:
                 stack.enter_context(_default_dtype(torch.float64))
             if self.dropout_off is not None:
@@ -222,41 +224,38 @@ class Run:
             self.rec.close()
 
 
-class _AutocastOff(torch.autocast):  # type: ignore[misc,valid-type]
-    """torch.autocast(device_type, ...) with enabled forced off."""
+def _disabled(base: type) -> type:
+    """A subclass of the autocast context `base` that takes base's own
+    arguments (torch.autocast(device_type, ...), torch.cpu.amp.autocast(
+    enabled, dtype, ...)) and runs with enabled=False."""
+    sig = inspect.signature(base.__init__)
 
-    def __init__(self, device_type: str, dtype: Any = None, enabled: bool = True,
-                 cache_enabled: Any = None):
-        super().__init__(device_type, dtype=dtype, enabled=False, cache_enabled=cache_enabled)
+    class Off(base):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any):
+            bound = sig.bind(self, *args, **kwargs)
+            bound.arguments["enabled"] = False
+            super().__init__(*bound.args[1:], **bound.kwargs)
 
-
-class _CpuAutocastOff(torch.cpu.amp.autocast):  # type: ignore[misc,valid-type]
-    """torch.cpu.amp.autocast(enabled, dtype, cache_enabled) with enabled forced off."""
-
-    def __init__(self, enabled: bool = True, dtype: torch.dtype = torch.bfloat16,
-                 cache_enabled: bool = True):
-        super().__init__(enabled=False, dtype=dtype, cache_enabled=cache_enabled)
-
-
-class _CudaAutocastOff(torch.cuda.amp.autocast):  # type: ignore[misc,valid-type]
-    """torch.cuda.amp.autocast(enabled, dtype, cache_enabled) with enabled forced off."""
-
-    def __init__(self, enabled: bool = True, dtype: torch.dtype = torch.float16,
-                 cache_enabled: bool = True):
-        super().__init__(enabled=False, dtype=dtype, cache_enabled=cache_enabled)
+    return Off
 
 
-@contextlib.contextmanager
-def _fp32_autocast(adapter: Adapter) -> Iterator[None]:
-    """torch.autocast, torch.cpu.amp.autocast and torch.cuda.amp.autocast,
-    wherever the team's code holds them (patch.py), each with enabled
-    forced off and its own signature kept: the team's step, in float32."""
-    off = {id(torch.autocast): _AutocastOff, id(torch.cpu.amp.autocast): _CpuAutocastOff,
-           id(torch.cuda.amp.autocast): _CudaAutocastOff}
-    bound = patch.holders((torch.autocast, torch.cpu.amp.autocast, torch.cuda.amp.autocast),
-                          adapter.module)
-    with patch.swapped(bound, off):
-        yield
+AUTOCASTS = (torch.autocast, torch.cpu.amp.autocast, torch.cuda.amp.autocast)
+_OFF = {id(a): _disabled(a) for a in AUTOCASTS}
+
+
+class AutocastOff:
+    """A context in which torch.autocast, torch.cpu.amp.autocast and
+    torch.cuda.amp.autocast, wherever the team's code holds them (patch.py),
+    run with autocast off and their own signatures: the team's step in
+    float32. The holders are found once, when it is made."""
+
+    def __init__(self, adapter: Adapter):
+        self._bound = patch.holders(AUTOCASTS, adapter.module)
+
+    @contextlib.contextmanager
+    def on(self) -> Iterator[None]:
+        with patch.swapped(self._bound, _OFF):
+            yield
 
 
 @contextlib.contextmanager

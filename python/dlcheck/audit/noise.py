@@ -21,9 +21,9 @@ autocast the shadows measure the bfloat16 error as well."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
-from .adapter import AdapterError
+from .adapter import Adapter, AdapterError
 from .context import Context
 from .loop import Run
 from .randomness import DropoutOff
@@ -41,18 +41,14 @@ class Shadow:
     why: str = ""
 
 
-
-def float64_shadow(ctx: Context, scenario: str, reference: Run, steps: int,
-                   dropout_off: Optional[DropoutOff] = None) -> Shadow:
-    """Trains and records `reference`'s float64 shadow for `steps` steps as
-    run `<reference run>_float64`; Shadow(None, None, why) where the team's
-    step cannot run in float64 (a constant it built in float32, say)."""
-    name = f"{reference.rec.run if reference.rec else 'reference'}_float64"
-    path = ctx.trace_path(scenario, name)
+def record_shadow(adapter: Adapter, path: str, name: str, scenario: str, steps: int,
+                  **run: Any) -> Shadow:
+    """Trains a float64 Run of `adapter` (`run`: Run's keywords, as the
+    float32 run had them) for `steps` steps and records it at `path` as run
+    `name`; Shadow(None, None, why) where the team's step cannot run in
+    float64 (a constant it built in float32, say)."""
     try:
-        shadow = Run(ctx.adapter, seed=reference.seed, batch_size=reference.batch_size,
-                     accumulation=reference.accumulation, float64=True,
-                     dropout_off=dropout_off)
+        shadow = Run(adapter, float64=True, **run)
         shadow.record(path, name, scenario)
         try:
             finite = shadow.train(steps)
@@ -65,6 +61,16 @@ def float64_shadow(ctx: Context, scenario: str, reference: Run, steps: int,
     if not finite:
         return Shadow(None, None, "its float64 shadow went non-finite")
     return Shadow(name, path)
+
+
+def float64_shadow(ctx: Context, scenario: str, reference: Run, steps: int,
+                   dropout_off: Optional[DropoutOff] = None) -> Shadow:
+    """`reference`'s float64 shadow, recorded in the family's traces as run
+    `<reference run>_float64` (record_shadow)."""
+    name = f"{reference.rec.run if reference.rec else 'reference'}_float64"
+    return record_shadow(ctx.adapter, ctx.trace_path(scenario, name), name, scenario, steps,
+                         seed=reference.seed, batch_size=reference.batch_size,
+                         accumulation=reference.accumulation, dropout_off=dropout_off)
 
 
 def band_rule(a: Shadow, b: Shadow, fallback: str) -> dict:
