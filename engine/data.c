@@ -296,6 +296,11 @@ static dl_status read_dataset(const h5_src *src, hid_t group, const char *dset, 
   if (type < 0 || space < 0) s = h5_fail(src, dset, DL_ERR_FORMAT, "cannot read header");
   if (s == DL_OK) s = pick_dtype(src, dset, type, features, &dt, &mem_type);
   if (s == DL_OK) s = read_shape(src, dset, space, &ndim, shape);
+  if (s == DL_OK) {
+    char what[512];
+    snprintf(what, sizeof what, "%s: dataset %s/%s", src->path, src->group, dset);
+    s = dl_h5_check_stored(d, what);
+  }
   if (s == DL_OK && (s = dl_tensor_alloc(out, dt, ndim, shape, dset)) != DL_OK)
     dl_fail_context(s, "%s: dataset %s/%s: ", src->path, src->group, dset);
   if (s == DL_OK && out->numel > 0 &&

@@ -1,6 +1,7 @@
 #include "h5.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,4 +81,65 @@ dl_status dl_h5_close(hid_t *file, const char *name, dl_status s) {
   dl_h5_quiet_end(q);
   *file = H5I_INVALID_HID;
   return s;
+}
+
+/* Extent x element size, false when it overflows 64 bits. */
+static bool promised_bytes(hid_t ds, uint64_t *bytes) {
+  hid_t space = H5Dget_space(ds), type = H5Dget_type(ds);
+  int ndim = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+  size_t width = type >= 0 ? H5Tget_size(type) : 0;
+  hsize_t dims[H5S_MAX_RANK];
+  bool ok = ndim >= 0 && width > 0 && H5Sget_simple_extent_dims(space, dims, NULL) >= 0;
+  *bytes = width;
+  for (int i = 0; ok && i < ndim; i++) {
+    if (dims[i] && *bytes > UINT64_MAX / dims[i]) ok = false;
+    else *bytes *= dims[i];
+  }
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
+  return ok;
+}
+
+/* The largest ratio of what ds's filters yield to what they store: 1
+ * without filters, 1032 with deflate, 0 for a filter with no known bound. */
+static uint64_t largest_ratio(hid_t dcpl) {
+  uint64_t ratio = 1;
+  int n = H5Pget_nfilters(dcpl);
+  for (int i = 0; i < n; i++) {
+    unsigned flags, conf;
+    size_t nvalues = 0;
+    H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)i, &flags, &nvalues, NULL, 0, NULL, &conf);
+    if (f == H5Z_FILTER_DEFLATE) ratio = 1032;
+    else if (f != H5Z_FILTER_SHUFFLE && f != H5Z_FILTER_FLETCHER32) return 0;
+  }
+  return n < 0 ? 0 : ratio;
+}
+
+dl_status dl_h5_check_stored(hid_t ds, const char *what) {
+  uint64_t bytes;
+  if (!promised_bytes(ds, &bytes))
+    return dl_fail(DL_ERR_FORMAT, "%s: its header promises more than 2^64 bytes: the file is damaged",
+                   what);
+  if (bytes == 0) return DL_OK;
+  hid_t dcpl = H5Dget_create_plist(ds);
+  H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
+  uint64_t ratio = layout == H5D_CHUNKED ? largest_ratio(dcpl) : 1;
+  if (dcpl >= 0) H5Pclose(dcpl);
+  uint64_t stored = H5Dget_storage_size(ds);
+  if (layout == H5D_LAYOUT_ERROR)
+    return dl_fail(DL_ERR_FORMAT, "%s: unreadable storage layout: the file is damaged", what);
+  if (ratio == 0)
+    return dl_fail(DL_ERR_FORMAT,
+                   "%s is compressed with a filter other than gzip, shuffle or Fletcher32, "
+                   "which dlcheck does not read: save it uncompressed or with gzip",
+                   what);
+  if (stored == 0)
+    return dl_fail(DL_ERR_FORMAT, "%s holds no data (created but never written)", what);
+  bool fits = layout == H5D_CHUNKED ? bytes / ratio <= stored : bytes == stored;
+  if (fits) return DL_OK;
+  return dl_fail(DL_ERR_FORMAT,
+                 "%s: its header promises %llu bytes, the file holds %llu%s: the file is damaged "
+                 "or was not written to the end",
+                 what, (unsigned long long)bytes, (unsigned long long)stored,
+                 ratio > 1 ? " compressed" : "");
 }

@@ -46,4 +46,14 @@ bool dl_h5_close_failed(void);
  * indexes it (ours do), else name order (files written without it). */
 H5_index_t dl_h5_link_order(hid_t g);
 
+/* Whether dataset ds's file holds the data its header promises (extent x
+ * element size), checked before anything is allocated for it: a damaged
+ * or hostile header can claim gigabytes in a file of a few kilobytes.
+ * Contiguous and compact data must occupy exactly that; chunked data
+ * without filters at least that (every chunk written); compressed data at
+ * least 1/1032 of it, deflate's largest ratio (shuffle and Fletcher32
+ * change nothing). Other filters have no such bound and are refused.
+ * `what` names the dataset in the message (DL_ERR_FORMAT). */
+dl_status dl_h5_check_stored(hid_t ds, const char *what);
+
 #endif

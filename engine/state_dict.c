@@ -394,33 +394,24 @@ static dl_status list_group(hid_t g, const char *path, const char *group, listin
 
 static dl_status read_dataset(hid_t g, const char *path, const char *group, const stored *e,
                               dl_tensor *t) {
-  char what[DL_NAME_MAX + 64];
-  snprintf(what, sizeof what, "%s/%s", group, e->name);
-  DL_TRY(dl_tensor_alloc(t, (dl_dtype)e->dtype, e->ndim, e->shape, what));
-  if (t->numel == 0) return DL_OK;
+  char what[1024 + 2 * DL_NAME_MAX];
+  snprintf(what, sizeof what, "%s:%s%s%s", path, group, sep(group), e->name);
   hid_t ds = H5Dopen2(g, e->name, H5P_DEFAULT);
-  hid_t type = mem_type(t->dtype);
-  /* A dataset created but never written reads as its fill value: numbers
-   * nobody computed. Refuse it like a damaged file. */
-  H5D_space_status_t written = H5D_SPACE_STATUS_ERROR;
-  if (ds >= 0 &&
-      (H5Dget_space_status(ds, &written) < 0 || written == H5D_SPACE_STATUS_NOT_ALLOCATED)) {
-    H5Dclose(ds);
-    if (type >= 0) H5Tclose(type);
-    dl_tensor_free(t);
-    return dl_fail(DL_ERR_FORMAT, "%s:%s%s%s holds no data (created but never written)", path,
-                   group, sep(group), e->name);
-  }
-  herr_t rc = ds >= 0 && type >= 0 ? H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) : -1;
   char why[160];
-  dl_status s = DL_OK;
-  if (rc < 0)
-    s = dl_fail(DL_ERR_FORMAT,
-                "%s:%s%s%s: cannot read the data (%s); the file may be "
-                "truncated or damaged",
-                path, group, sep(group), e->name, dl_h5_reason(why));
+  if (ds < 0)
+    return dl_fail(DL_ERR_FORMAT, "%s cannot be opened (%s)", what, dl_h5_reason(why));
+  /* Before allocating: a header can promise data the file does not hold,
+   * and a dataset never written reads as its fill value, numbers nobody
+   * computed. */
+  dl_status s = dl_h5_check_stored(ds, what);
+  if (s == DL_OK) s = dl_tensor_alloc(t, (dl_dtype)e->dtype, e->ndim, e->shape, what);
+  hid_t type = s == DL_OK && t->numel > 0 ? mem_type(t->dtype) : H5I_INVALID_HID;
+  if (s == DL_OK && t->numel > 0 &&
+      (type < 0 || H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0))
+    s = dl_fail(DL_ERR_FORMAT, "%s: cannot read the data (%s); the file may be truncated or damaged",
+                what, dl_h5_reason(why));
   if (type >= 0) H5Tclose(type);
-  if (ds >= 0) H5Dclose(ds);
+  H5Dclose(ds);
   if (s != DL_OK) dl_tensor_free(t);
   return s;
 }
