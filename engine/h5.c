@@ -118,8 +118,8 @@ static uint64_t largest_ratio(hid_t dcpl) {
 dl_status dl_h5_check_stored(hid_t ds, const char *what) {
   uint64_t bytes;
   if (!promised_bytes(ds, &bytes))
-    return dl_fail(DL_ERR_FORMAT, "%s: its header promises more than 2^64 bytes: the file is damaged",
-                   what);
+    return dl_fail(DL_ERR_FORMAT,
+                   "%s: its header promises more than 2^64 bytes: the file is damaged", what);
   if (bytes == 0) return DL_OK;
   hid_t dcpl = H5Dget_create_plist(ds);
   H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;

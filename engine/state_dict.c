@@ -398,8 +398,7 @@ static dl_status read_dataset(hid_t g, const char *path, const char *group, cons
   snprintf(what, sizeof what, "%s:%s%s%s", path, group, sep(group), e->name);
   hid_t ds = H5Dopen2(g, e->name, H5P_DEFAULT);
   char why[160];
-  if (ds < 0)
-    return dl_fail(DL_ERR_FORMAT, "%s cannot be opened (%s)", what, dl_h5_reason(why));
+  if (ds < 0) return dl_fail(DL_ERR_FORMAT, "%s cannot be opened (%s)", what, dl_h5_reason(why));
   /* Before allocating: a header can promise data the file does not hold,
    * and a dataset never written reads as its fill value, numbers nobody
    * computed. */
@@ -408,8 +407,9 @@ static dl_status read_dataset(hid_t g, const char *path, const char *group, cons
   hid_t type = s == DL_OK && t->numel > 0 ? mem_type(t->dtype) : H5I_INVALID_HID;
   if (s == DL_OK && t->numel > 0 &&
       (type < 0 || H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0))
-    s = dl_fail(DL_ERR_FORMAT, "%s: cannot read the data (%s); the file may be truncated or damaged",
-                what, dl_h5_reason(why));
+    s = dl_fail(DL_ERR_FORMAT,
+                "%s: cannot read the data (%s); the file may be truncated or damaged", what,
+                dl_h5_reason(why));
   if (type >= 0) H5Tclose(type);
   H5Dclose(ds);
   if (s != DL_OK) dl_tensor_free(t);
