@@ -110,11 +110,46 @@ static void every_cpu_pitfall_is_caught(void **state) {
   assert_int_equal(missing, 0);
 }
 
+/* C7's fixed twin: ckpt_roundtrip's variant puts a warm-up schedule on
+ * both runs and loses the scheduler's count on resume; with the count
+ * saved, as the scenario's default, the same schedule resumes bitwise
+ * (the check, not the golden: the golden has no schedule). */
+static dlc_verdict_kind resume_with_schedule(bool scheduler_saved) {
+  char dir[1024], work[DL_TMP_PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/scenarios/ckpt_roundtrip", DL_SOURCE_DIR);
+  assert_non_null(make_tmp_dir(work, sizeof work, "dlcheck-test-XXXXXX"));
+  dlc_scenario *s;
+  if (dlc_scenario_load(&s, dir)) fail_msg("%s", dl_last_error());
+  for (int i = 0; i < s->nruns; i++) {
+    s->runs[i].schedule.kind = DL_SCHEDULE_COSINE;
+    s->runs[i].schedule.warmup_steps = 4;
+    s->runs[i].schedule.total_steps = 16;
+    s->runs[i].checkpoint.scheduler = scheduler_saved;
+  }
+  dlc_exec_options o = {.root = DL_SOURCE_DIR, .backend = "cpu", .workdir = work};
+  dlc_scenario_result r;
+  if (dlc_scenario_execute(s, &o, &r)) fail_msg("%s", dl_last_error());
+  dlc_verdict_kind kind = DLC_ERROR;
+  for (int i = 0; i < r.nchecks; i++)
+    if (strcmp(r.checks[i].check, "resume_is_exact") == 0) kind = r.checks[i].kind;
+  dlc_result_free(&r);
+  dlc_scenario_free(s);
+  rmdir(work);
+  return kind;
+}
+
+static void a_saved_scheduler_resumes_exactly(void **state) {
+  (void)state;
+  assert_int_equal(resume_with_schedule(true), DLC_PASS);
+  assert_int_equal(resume_with_schedule(false), DLC_FAIL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(scenario_list_is_complete),
       cmocka_unit_test(every_scenario_passes_and_catches_its_pitfalls),
       cmocka_unit_test(every_cpu_pitfall_is_caught),
+      cmocka_unit_test(a_saved_scheduler_resumes_exactly),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

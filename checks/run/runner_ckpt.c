@@ -1,6 +1,6 @@
 /* Checkpoint round trip: save the training state after step k, throw the
  * engine state away, build a fresh one, load, continue. What is saved is
- * the scenario's choice, so that C1-C6 can leave out what users forget. */
+ * the scenario's choice, so that C1-C7 can leave out what users forget. */
 #include "run/runner_internal.h"
 
 #include "state_dict.h"
@@ -11,7 +11,7 @@
 
 typedef struct ckpt_paths {
   char model[2 * DLC_PATH_MAX], optim[2 * DLC_PATH_MAX], scaler[2 * DLC_PATH_MAX],
-      progress[2 * DLC_PATH_MAX];
+      sched[2 * DLC_PATH_MAX], progress[2 * DLC_PATH_MAX];
 } ckpt_paths;
 
 static void make_paths(dlc_rank *r, ckpt_paths *p) {
@@ -19,6 +19,7 @@ static void make_paths(dlc_rank *r, ckpt_paths *p) {
   snprintf(p->model, sizeof p->model, "%s/%s-model.h5", d, run);
   snprintf(p->optim, sizeof p->optim, "%s/%s-optimizer.h5", d, run);
   snprintf(p->scaler, sizeof p->scaler, "%s/%s-scaler.h5", d, run);
+  snprintf(p->sched, sizeof p->sched, "%s/%s-scheduler.h5", d, run);
   snprintf(p->progress, sizeof p->progress, "%s/%s-progress.h5", d, run);
 }
 
@@ -76,9 +77,10 @@ static dl_status save_or_load_optimizer(dlc_rank *r, const char *path, bool save
   return s;
 }
 
-/* Scalars: scaler state and the data position, as 0-D tensors. */
+/* Scalars: scaler and scheduler state and the data position, as 0-D
+ * tensors. */
 typedef struct progress_state {
-  dl_tensor scale, tracker, step, epoch, pos, rng_offset;
+  dl_tensor scale, tracker, last_epoch, step, epoch, pos, rng_offset;
 } progress_state;
 
 static dl_status scalar(dl_tensor *t, dl_dtype dt, const char *name) {
@@ -89,6 +91,7 @@ static dl_status progress_alloc(progress_state *p) {
   memset(p, 0, sizeof *p);
   DL_TRY(scalar(&p->scale, DL_F32, "scale"));
   DL_TRY(scalar(&p->tracker, DL_I64, "growth_tracker"));
+  DL_TRY(scalar(&p->last_epoch, DL_I64, "last_epoch"));
   DL_TRY(scalar(&p->step, DL_I64, "step"));
   DL_TRY(scalar(&p->epoch, DL_I64, "epoch"));
   DL_TRY(scalar(&p->pos, DL_I64, "position"));
@@ -96,7 +99,8 @@ static dl_status progress_alloc(progress_state *p) {
 }
 
 static void progress_free(progress_state *p) {
-  dl_tensor *all[] = {&p->scale, &p->tracker, &p->step, &p->epoch, &p->pos, &p->rng_offset};
+  dl_tensor *all[] = {&p->scale, &p->tracker, &p->last_epoch, &p->step,
+                      &p->epoch, &p->pos,     &p->rng_offset};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) dl_tensor_free(all[i]);
 }
 
@@ -112,6 +116,9 @@ static dl_status save_state(dlc_rank *r, const ckpt_paths *paths, progress_state
     dl_named_tensor s[] = {{"scale", &p->scale}, {"growth_tracker", &p->tracker}};
     DL_TRY(dl_state_save(paths->scaler, "scaler", s, 2));
   }
+  *i64(&p->last_epoch) = r->train.sched_step;
+  dl_named_tensor sched[] = {{"last_epoch", &p->last_epoch}};
+  if (c->scheduler) DL_TRY(dl_state_save(paths->sched, "scheduler", sched, 1));
   *i64(&p->step) = r->train.step;
   *i64(&p->epoch) = r->data.epoch;
   *i64(&p->pos) = r->data.pos;
@@ -179,11 +186,23 @@ static dl_status restore_scaler(dlc_rank *r, const ckpt_paths *paths, progress_s
   return DL_OK;
 }
 
+/* A fresh scheduler counts from 0 (C7: warm-up again), unless the
+ * checkpoint holds its count. */
+static dl_status restore_scheduler(dlc_rank *r, const ckpt_paths *paths, progress_state *p) {
+  r->train.sched_step = 0;
+  if (!r->cfg->checkpoint.scheduler) return DL_OK;
+  dl_named_tensor sched[] = {{"last_epoch", &p->last_epoch}};
+  DL_TRY(dl_state_load(paths->sched, "scheduler", sched, 1, true, NULL));
+  r->train.sched_step = *i64(&p->last_epoch);
+  return DL_OK;
+}
+
 static dl_status restore_state(dlc_rank *r, const ckpt_paths *paths, progress_state *p) {
   const dlc_checkpoint_config *c = &r->cfg->checkpoint;
   DL_TRY(restore_model(r, paths));
   if (c->optimizer) DL_TRY(restore_optimizer(r, paths));
   DL_TRY(restore_scaler(r, paths, p));
+  DL_TRY(restore_scheduler(r, paths, p));
   dl_named_tensor items[] = {{"step", &p->step},
                              {"epoch", &p->epoch},
                              {"position", &p->pos},
@@ -207,6 +226,7 @@ dl_status dlc_checkpoint_roundtrip(dlc_rank *r) {
   remove(paths.model);
   remove(paths.optim);
   remove(paths.scaler);
+  remove(paths.sched);
   remove(paths.progress);
   return s ? dl_fail_context(s, "checkpoint at step %lld: ", (long long)r->train.step) : DL_OK;
 }

@@ -56,13 +56,15 @@ typedef struct dlc_rank_net {
 } dlc_rank_net;
 
 /* The optimizer-step state. Owned by runner_step.c (set up by
- * runner_rank.c; runner_ckpt.c restores step and scaler). */
+ * runner_rank.c; runner_ckpt.c restores step, scheduler and scaler). */
 typedef struct dlc_rank_train {
   dl_grad_scaler scaler;
   dl_schedule sched;
-  int64_t step;    /* optimizer steps taken */
-  dl_batch *micro; /* accumulation micro-batches, cfg->accumulation */
-  float *flat;     /* gradients or buffers flattened for collectives */
+  int64_t step;       /* optimizer steps taken */
+  int64_t sched_step; /* the LR scheduler's own count (PyTorch's last_epoch): the step,
+                         unless a resume lost it (C7) */
+  dl_batch *micro;    /* accumulation micro-batches, cfg->accumulation */
+  float *flat;        /* gradients or buffers flattened for collectives */
   int64_t flat_n;
 } dlc_rank_train;
 

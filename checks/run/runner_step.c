@@ -224,7 +224,7 @@ static bool stats_due(const dlc_rank *r) {
 dl_status dlc_train_step(dlc_rank *r) {
   const dlc_run_config *c = r->cfg;
   int K = c->accumulation;
-  float lr = dl_lr_at(&r->train.sched, r->train.step);
+  float lr = dl_lr_at(&r->train.sched, r->train.sched_step);
   dlc_stats_begin_step(&r->stats, stats_due(r));
   for (int k = 0; k < K; k++) DL_TRY(dlc_cursor_next(&r->data, &r->train.micro[k]));
   float tokens;
@@ -246,5 +246,6 @@ dl_status dlc_train_step(dlc_rank *r) {
   DL_TRY(update(r, lr, &norm, &clipped, &skipped));
   DL_TRY(dlc_record_step(r, loss, norm, clipped, lr, skipped));
   r->train.step++;
+  r->train.sched_step++;
   return DL_OK;
 }

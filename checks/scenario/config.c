@@ -55,6 +55,7 @@ void dlc_run_config_default(dlc_run_config *c) {
   c->checkpoint.optimizer = true;
   c->checkpoint.scaler = true;
   c->checkpoint.rng = true;
+  c->checkpoint.scheduler = true;
   c->checkpoint.strict = true; /* load_state_dict(strict=True) */
   c->eval.eval_mode = true;
   c->eval.no_grad = true;

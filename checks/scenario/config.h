@@ -87,6 +87,7 @@ typedef struct dlc_checkpoint_config {
   int64_t at_step;             /* 0 = no checkpoint; else save after this step,
                                reload into a fresh engine, continue */
   bool optimizer, scaler, rng; /* what the checkpoint holds (C1, C2, C3) */
+  bool scheduler;              /* the LR scheduler's step count (C7) */
   bool add_module_prefix;      /* C4: keys saved with "module." */
   bool strict;                 /* load strictly (C5 is strict=false) */
   char drop_key[DLC_NAME_MAX]; /* C5/C6: key missing from the saved file */

@@ -322,6 +322,7 @@ static const yu_field checkpoint_fields[] = {
     {RF("optimizer", YU_BOOL, checkpoint.optimizer)},
     {RF("scaler", YU_BOOL, checkpoint.scaler)},
     {RF("rng", YU_BOOL, checkpoint.rng)},
+    {RF("scheduler", YU_BOOL, checkpoint.scheduler)},
     {RF("module_prefix", YU_BOOL, checkpoint.add_module_prefix)},
     {RF("strict", YU_BOOL, checkpoint.strict)},
     RSTR("drop_key", YU_STR0, checkpoint.drop_key),
