@@ -117,8 +117,11 @@ static const dlc_pitfall_entry entries[] = {
     {"F3", "dead ReLUs or vanishing gradients", "layers stop learning",
      "check initialisation and learning rate; watch per-layer update ratios",
      "frozen_params: per-tensor update ratios", true},
-    {"N1", "exploding gradients without clipping", "the loss becomes NaN",
-     "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) before optimizer.step()",
+    {"N1", "exploding gradients without clipping (or a function taken outside its domain)",
+     "the loss becomes NaN",
+     "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) before optimizer.step(); "
+     "for log/sqrt/division of a value that reaches 0, clamp it (x.clamp_min(eps)) or use "
+     "log_softmax/logsumexp: the evidence says which",
      "nan_guard: first step and layer with inf/NaN", true},
     {"N2", "a reduction whose order depends on timing", "runs differ bitwise",
      "torch.use_deterministic_algorithms(True), and reductions in a fixed order",

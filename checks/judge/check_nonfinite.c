@@ -1,6 +1,10 @@
 /* Where the first inf/NaN appeared: the step, and the first layer in
  * forward order, then backward order, whose output or gradient held one
- * (N1). Layer statistics must be recorded at that step (stats_every: 1). */
+ * (N1). Layer statistics must be recorded at that step (stats_every: 1).
+ * A trace may also name the call that made it (the audit's replay: note
+ * nonfinite_origin, metrics nonfinite_origin_step and _domain); the
+ * advice then follows from it: an overflow wants clipping, a function
+ * outside its domain (log of 0) an input kept inside it. */
 #include "judge/checks_impl.h"
 
 #include <math.h>
@@ -27,6 +31,24 @@ static bool first_bad_layer(const dlc_trace *t, dlc_verdict *v) {
     }
   }
   return false;
+}
+
+static void advise(const dlc_trace *a, dlc_verdict *v) {
+  const char *origin = dlc_trace_note(a, "nonfinite_origin");
+  double domain = 0, step = -1;
+  if (origin) {
+    dlc_evidence(v, "%s ", origin);
+    dlc_trace_metric(a, "nonfinite_origin_domain", &domain);
+    if (dlc_trace_metric(a, "nonfinite_origin_step", &step) && step >= 0) v->step = (int64_t)step;
+  }
+  if (domain > 0)
+    dlc_evidence(v, "Keep that function's input inside its domain: clamp it (x.clamp_min(eps)) "
+                    "or guard the division, or use the stable form (log_softmax, logsumexp, "
+                    "cross_entropy on logits); clipping gradients would not fix it.");
+  else
+    dlc_evidence(v, "Clip gradients (scenario: clip: {max_norm: ...}; PyTorch: "
+                    "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)) or lower the "
+                    "learning rate.");
 }
 
 dl_status dlc_check_nonfinite(const dlc_check_spec *spec, const dlc_trace *traces, int n,
@@ -60,8 +82,6 @@ dl_status dlc_check_nonfinite(const dlc_check_spec *spec, const dlc_trace *trace
   if (!located)
     dlc_evidence(v, "Record layer statistics at every step to locate the layer (scenario: "
                     "stats_every: 1; recorder: Recorder(..., stats_every=1)). ");
-  dlc_evidence(v, "Clip gradients (scenario: clip: {max_norm: ...}; PyTorch: "
-                  "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)) or lower the "
-                  "learning rate.");
+  advise(a, v);
   return DL_OK;
 }
