@@ -7,9 +7,11 @@ A module (a file path or an importable name) exposes
     make_optimizer(model) -> torch.optim.Optimizer                   required
     batches(seed, batch_size[, rank, world_size, workers]) -> iterable   required
     train_step(model, optimizer, micro_batches[, scaler]) -> loss    required
+    make_scheduler(optimizer) -> an LR scheduler (step(), state_dict(),
+                                 load_state_dict())                  optional
     evaluate(model) -> number | one-element tensor | {name: number}  optional
-    save_checkpoint(path, model, optimizer[, scaler])                optional
-    load_checkpoint(path, model, optimizer[, scaler])                optional
+    save_checkpoint(path, model, optimizer[, scaler][, scheduler])   optional
+    load_checkpoint(path, model, optimizer[, scaler][, scheduler])   optional
     wrap_ddp(model) -> torch.nn.Module                               optional
     make_scaler() -> a GradScaler (CpuGradScaler on the CPU)         optional
     split_batch(batch, k) -> list of k batches                       optional
@@ -37,7 +39,7 @@ import torch
 
 REQUIRED = ("make_model", "make_optimizer", "batches", "train_step")
 OPTIONAL = ("evaluate", "save_checkpoint", "load_checkpoint", "wrap_ddp", "make_scaler",
-            "split_batch")
+            "make_scheduler", "split_batch")
 SETTINGS = {"batch_size": 32, "accumulation": 4, "steps": 6, "seed": 0, "frozen": (),
             "waive": {}}
 #: what a waiver names: a catalogue ID ("G4") or a check ("accumulation_matches_big_batch");
@@ -138,6 +140,44 @@ class Adapter:
                                f"without {', '.join(missing)}")
         return s
 
+    def scheduler(self, optimizer: torch.optim.Optimizer) -> Optional[Any]:
+        """The adapter's LR scheduler built on `optimizer` (None without
+        make_scheduler): anything with step(), state_dict() and
+        load_state_dict(), stepped by the audit without arguments."""
+        if not self.has("make_scheduler"):
+            return None
+        s = self.call("make_scheduler", optimizer)
+        missing = [a for a in ("step", "state_dict", "load_state_dict")
+                   if not callable(getattr(s, a, None))]
+        if missing:
+            raise AdapterError("make_scheduler", f"must return an LR scheduler (step, state_dict, "
+                               f"load_state_dict), got {type(s).__name__} without "
+                               f"{', '.join(missing)}")
+        try:
+            inspect.signature(s.step).bind()
+        except TypeError:
+            # ReduceLROnPlateau steps on a metric the audit does not have
+            raise AdapterError("make_scheduler", f"its scheduler's step() must run without "
+                               f"arguments, as once per optimizer step; "
+                               f"{type(s).__name__}.step{inspect.signature(s.step)} does not"
+                               ) from None
+        except ValueError:  # no signature to read (a builtin): its step() is tried as it is
+            pass
+        own = getattr(s, "optimizer", optimizer)
+        if isinstance(own, torch.optim.Optimizer) and own is not optimizer:
+            raise AdapterError("make_scheduler", "returned a scheduler built on another "
+                               "optimizer than the one it was given")
+        return s
+
+    def scheduler_step(self, scheduler: Any) -> None:
+        """scheduler.step(), any exception it raises an AdapterError naming
+        make_scheduler (OneCycleLR raises past its total_steps)."""
+        try:
+            scheduler.step()
+        except Exception as e:  # the team's scheduler may raise anything
+            raise AdapterError("make_scheduler", f"its scheduler's step() raised "
+                               f"{type(e).__name__}: {e}{_where(e)}") from e
+
     def batch_iter(self, seed: int, batch_size: int, *, rank: int = 0, world_size: int = 1,
                    workers: int = 0) -> Iterable:
         kwargs: dict[str, Any] = {}
@@ -213,11 +253,13 @@ class Adapter:
         return m
 
     def checkpoint_call(self, name: str, path: str, model: torch.nn.Module,
-                        optimizer: torch.optim.Optimizer, scaler: Optional[Any]) -> None:
-        if self.accepts(name, "scaler"):
-            self.call(name, path, model, optimizer, scaler=scaler)
-        else:
-            self.call(name, path, model, optimizer)
+                        optimizer: torch.optim.Optimizer, scaler: Optional[Any],
+                        scheduler: Optional[Any] = None) -> None:
+        """save_checkpoint or load_checkpoint (`name`), given the scaler
+        and the scheduler each as a keyword only if the function takes it."""
+        extra = {k: v for k, v in (("scaler", scaler), ("scheduler", scheduler))
+                 if self.accepts(name, k)}
+        self.call(name, path, model, optimizer, **extra)
 
 
 def split_batch(batch: Any, k: int) -> list:

@@ -10,7 +10,8 @@ batches the straight run already used before it loads (the data position
 is the audit's to restore; the random state is the checkpoint's). What the
 load brought back is compared with the straight run's state at step k:
 optimizer state (C1), GradScaler state (C2), the global RNG state (C3,
-tested only when the training after step k draws from it)."""
+tested only when the training after step k draws from it), the LR
+scheduler's whole state dict (C7, with the adapter's make_scheduler)."""
 from __future__ import annotations
 
 import copy
@@ -48,6 +49,77 @@ def _differences(a: Any, b: Any, path: str, out: list) -> None:
             _differences(x, y, f"{path}{i}.", out)
     elif a != b:
         out.append(path.rstrip("."))
+
+
+def _plain(obj: Any, depth: int = 8) -> Any:
+    """A scheduler's state dict as plain data to compare: tensors copied,
+    containers rebuilt, and a function or method by its name (OneCycleLR
+    keeps its annealing function, a method bound to the scheduler, in its
+    state: after torch.save and torch.load it is bound to a copy, equal in
+    all but identity); other objects by their type and attributes."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().clone()
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        return obj
+    if depth == 0:
+        return f"<{type(obj).__qualname__}>"
+    if isinstance(obj, Mapping):
+        return {k: _plain(v, depth - 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v, depth - 1) for v in obj]
+    if callable(obj) and hasattr(obj, "__qualname__"):
+        return f"<{getattr(obj, '__module__', '')}.{obj.__qualname__}>"
+    if hasattr(obj, "__dict__"):
+        return {"<type>": type(obj).__qualname__, **_plain(vars(obj), depth - 1)}
+    return obj
+
+
+def _lr_text(lrs: list) -> str:
+    """The learning rates of the param groups: one number when they agree."""
+    if lrs and all(v == lrs[0] for v in lrs):
+        return f"{lrs[0]:.6g}"
+    return "[" + ", ".join(f"{v:.6g}" for v in lrs) + "]"
+
+
+def _at(obj: Any, path: str) -> Any:
+    """The value at a dotted path of _differences in a state dict (None
+    where there is none)."""
+    for part in path.split("."):
+        if isinstance(obj, Mapping) and part in obj:
+            obj = obj[part]
+        elif isinstance(obj, list) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        else:
+            return None
+    return obj
+
+
+def _scheduler_note(k: int, lost: list, saved: Mapping, loaded: Mapping, lr_saved: list,
+                    lr_loaded: list, straight_lrs: list, resumed_lrs: list) -> str:
+    """What the load left of the scheduler's state, and the learning rates
+    the resumed run stepped with against the straight run's."""
+    if not lost:
+        return (f"After load_checkpoint the LR scheduler's state equals the saved run's at "
+                f"step {k}.")
+    shown = []
+    for p in lost:
+        a, b = _at(saved, p), _at(loaded, p)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+        shown.append(f"{p} (saved {a:.6g}, after the load {b:.6g})" if numbers else p)
+    text = (f"After load_checkpoint the LR scheduler's state differs from the saved run's at "
+            f"step {k} in {len(lost)} entries: {_some(shown)}. The resumed optimizer's lr after "
+            f"the load is {_lr_text(lr_loaded)} (the straight run's at step {k}: "
+            f"{_lr_text(lr_saved)})")
+    later = [(i, r, s) for i, (r, s) in enumerate(zip(resumed_lrs, straight_lrs[k:])) if r != s]
+    if later:
+        n, r, s = later[0]
+        text += (f"; at step {n} of the traces (counted from the save) the resumed run stepped "
+                 f"with lr {_lr_text(r)}, the straight run with {_lr_text(s)}: the schedule "
+                 f"did not continue")
+    elif resumed_lrs:
+        text += (f"; the {len(resumed_lrs)} steps after the load happened to use the straight "
+                 f"run's learning rates, but the schedule's position is lost for later steps")
+    return text + "."
 
 
 def _state_dicts(obj: Any, path: tuple = (), depth: int = 3) -> list[tuple[tuple, Mapping]]:
@@ -179,9 +251,12 @@ def _run(ctx: Context, wrap: bool) -> Family:
     at_save = {"optimizer": copy.deepcopy(straight.optimizer.state_dict()),
                "rng": torch.get_rng_state(),
                "scaler": copy.deepcopy(straight.scaler.state_dict()) if straight.scaler else None,
+               "scheduler": _plain(straight.scheduler.state_dict()) if straight.scheduler
+               else None,
+               "lr": [float(g.get("lr", 0.0)) for g in straight.optimizer.param_groups],
                "model": {n: t.detach().clone() for n, t in straight.inner.state_dict().items()}}
     ad.checkpoint_call("save_checkpoint", path, straight.model, straight.optimizer,
-                       straight.scaler)
+                       straight.scaler, straight.scheduler)
     if not os.path.exists(path):
         raise AdapterError("save_checkpoint", f"wrote nothing at the path it was given ({path})")
     straight.record(ctx.trace_path(fam.scenario, "straight"), "straight", fam.scenario)
@@ -196,7 +271,13 @@ def _run(ctx: Context, wrap: bool) -> Family:
     resumed = ctx.run(wrap=wrap)
     for _ in range(k):  # the data position, before the load restores any random state
         resumed.next_micro_batches()
-    ad.checkpoint_call("load_checkpoint", path, resumed.model, resumed.optimizer, resumed.scaler)
+    ad.checkpoint_call("load_checkpoint", path, resumed.model, resumed.optimizer, resumed.scaler,
+                       resumed.scheduler)
+    lost_sched: list = []
+    if resumed.scheduler is not None:
+        loaded_sched = _plain(resumed.scheduler.state_dict())
+        _differences(at_save["scheduler"], loaded_sched, "", lost_sched)
+        lr_loaded = [float(g.get("lr", 0.0)) for g in resumed.optimizer.param_groups]
     lost_opt: list = []
     _differences(at_save["optimizer"], resumed.optimizer.state_dict(), "", lost_opt)
     rng_lost = not torch.equal(at_save["rng"], torch.get_rng_state())
@@ -224,6 +305,8 @@ def _run(ctx: Context, wrap: bool) -> Family:
         rec.note("scaler_state_lost", (
             f"After load_checkpoint the GradScaler state differs: {_some(lost_scaler)}."
             if lost_scaler else "After load_checkpoint the GradScaler state is the saved one."))
+    if resumed.scheduler is not None:
+        rec.metric("scheduler_state_lost", len(lost_sched))
     # the saved keys against the model the load left (unwrapped: a plain model's keys), so
     # that an architecture rebuilt at load time (a config read then, a resized head) shows
     diag = key_diagnosis(path, resumed.inner.state_dict())
@@ -246,6 +329,11 @@ def _run(ctx: Context, wrap: bool) -> Family:
             f"raised nothing: those tensors were not restored." if diag["shapes"] else
             "Every saved shape matches the model's."))
     ok = resumed.train(s.steps - k)
+    if resumed.scheduler is not None:  # written once the resumed run's learning rates are known
+        lost_sched.sort(key=lambda p: (p.count("."), p))  # top-level entries first
+        rec.note("scheduler_state_lost", _scheduler_note(
+            k, lost_sched, at_save["scheduler"], loaded_sched, at_save["lr"], lr_loaded,
+            straight.lrs, resumed.lrs))
     fam.runs["resumed"] = resumed.save()
     resumed.close()
     if not ok:
@@ -254,7 +342,7 @@ def _run(ctx: Context, wrap: bool) -> Family:
     fam.checks += [
         Check("resume_matches_straight_run", "equivalence", "straight", "resumed",
               quantities=("loss", "params", "buffers"), tolerance="bitwise",
-              explained_by=("C1", "C2", "C3", "C4", "C5", "C6"),
+              explained_by=("C1", "C2", "C3", "C4", "C5", "C6", "C7"),
               about=f"saved after step {k}, rebuilt, loaded and continued: bitwise the "
                     f"straight run"),
         zero_count("optimizer_state_restored", "resumed", "optimizer_state_lost", "C1",
@@ -269,12 +357,15 @@ def _run(ctx: Context, wrap: bool) -> Family:
             f"the training after step {k} draws nothing from torch's global RNG (no dropout, "
             f"random augmentation or shuffling from it), so its state cannot change the resumed "
             f"run (the load {'did not restore' if rng_lost else 'restored'} it)"))
-    if resumed.scaler is not None:
-        fam.checks.append(zero_count("scaler_state_restored", "resumed", "scaler_state_lost",
-                                     "C2", "the checkpoint brings the GradScaler state back"))
-    else:
-        fam.not_tested.append(NotTested("scaler_state_restored", ("C2",),
-                                        "the adapter has no make_scaler"))
+    for part, obj, cid, what in (("scaler", resumed.scaler, "C2", "the GradScaler state"),
+                                 ("scheduler", resumed.scheduler, "C7",
+                                  "the LR scheduler's state")):
+        if obj is not None:
+            fam.checks.append(zero_count(f"{part}_state_restored", "resumed", f"{part}_state_lost",
+                                         cid, f"the checkpoint brings {what} back"))
+        else:
+            fam.not_tested.append(NotTested(f"{part}_state_restored", (cid,),
+                                            f"the adapter has no make_{part}"))
     if diag is not None:
         fam.checks += [
             zero_count("checkpoint_keys_unprefixed", "resumed", "checkpoint_module_prefix", "C4",

@@ -1,13 +1,15 @@
 """One training run of the team's code, driven by the audit: the model,
-optimizer, scaler and batches from the adapter's factories, its
-train_step once per optimizer step, recorded with dlcheck's Recorder, and
-the evidence the checks need kept on the side (the gradients the optimizer
-was given, the step whose loss was first inf/NaN)."""
+optimizer, LR scheduler, scaler and batches from the adapter's factories,
+its train_step once per optimizer step (the scheduler stepped once after
+each), recorded with dlcheck's Recorder, and the evidence the checks need
+kept on the side (the gradients the optimizer was given, the learning
+rates each step used, the step whose loss was first inf/NaN)."""
 from __future__ import annotations
 
 import contextlib
 import inspect
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
@@ -70,6 +72,9 @@ class Run:
         if wrap:
             self.model = adapter.wrap(self.model)
         self.optimizer = adapter.optimizer(self.model)
+        # built before the audit wraps optimizer.step: the scheduler's own step counter
+        # wraps the optimizer's bound step, which the audit's wrapper then calls
+        self.scheduler = adapter.scheduler(self.optimizer)
         self.scaler = adapter.scaler()
         if (fp32 or float64) and self.scaler is not None:
             self.scaler._enabled = False  # GradScaler's own switch (CpuGradScaler's too)
@@ -83,6 +88,7 @@ class Run:
         self.steps_done = 0
         self.losses: list[float] = []
         self.grads: list[Optional[dict[str, torch.Tensor]]] = []  # given to optimizer.step
+        self.lrs: list[list[float]] = []  # each step's learning rate, per param group
         self.batches: list[Any] = []                                # kept when keep_batches
         self.keep_batches = False
         self.nonfinite: Optional[NonFinite] = None
@@ -164,6 +170,7 @@ class Run:
                     p.grad.detach_()
                     p.grad.zero_()
         self._given = None
+        self.lrs.append([float(g.get("lr", 0.0)) for g in self.optimizer.param_groups])
         with contextlib.ExitStack() as stack:
             if self.autocast_off is not None:
                 stack.enter_context(self.autocast_off.on())
@@ -175,6 +182,8 @@ class Run:
         self.grads.append(self._given)
         if self.rec is not None:
             self._record(loss)  # an inf/NaN loss too: the nonfinite check locates it (N1)
+        if self.scheduler is not None:
+            self._step_scheduler()
         self.steps_done += 1
         if not math.isfinite(loss):
             if self.nonfinite is None:
@@ -182,6 +191,18 @@ class Run:
             return None
         self.losses.append(loss)
         return loss
+
+    def _step_scheduler(self) -> None:
+        """The scheduler's step after the team's train_step, once per step
+        as PyTorch's loop does, whether or not a GradScaler skipped the
+        optimizer's step (every variant then follows the same schedule).
+        A skipped first step would have torch warn that the scheduler
+        stepped before the optimizer: the order is the audit's, so that
+        warning is not passed on."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` "
+                                    r"before `optimizer\.step\(\)`")
+            self.adapter.scheduler_step(self.scheduler)
 
     def _record(self, loss: float) -> None:
         """rec.step, with the gradients the optimizer saw put back in place

@@ -43,7 +43,9 @@ def run(ctx: Context) -> Family:
     given = [g for g in r.grads if g is not None]
     starved = [n for n, p in named if p.requires_grad and id(p) in in_opt and
                not any(n in g and bool(g[n].any()) for g in given)]
-    lr = {id(p): g.get("lr", 0.0) for g in r.optimizer.param_groups for p in g["params"]}
+    # the learning rates the steps used (an LR scheduler changes them; the last one may be 0)
+    lr = {id(p): max([step[i] for step in r.lrs if i < len(step)], default=g.get("lr", 0.0))
+          for i, g in enumerate(r.optimizer.param_groups) for p in g["params"]}
     unmoved = [n for n, p in named if p.requires_grad and id(p) in in_opt and n not in starved
                and lr[id(p)] > 0 and torch.equal(p.detach(), start[n])]
     rec = r.rec
