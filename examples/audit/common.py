@@ -151,16 +151,31 @@ def evaluate(model: nn.Module) -> dict:
     return {"accuracy": float(stats[0] / stats[2]), "loss": float(stats[1] / stats[2])}
 
 
-def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+def save_state(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, **parts) -> None:
+    """The project's checkpoint: the model, the optimizer, the RNG state and
+    the state_dict() of every other part named (scheduler=..., ...)."""
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "rng": torch.get_rng_state()}, path)
+                "rng": torch.get_rng_state(),
+                **{name: part.state_dict() for name, part in parts.items()}}, path)
 
 
-def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+def load_state(path: str, model: nn.Module, optimizer: torch.optim.Optimizer, **parts) -> None:
+    """Restores what save_state wrote into the model, the optimizer, the
+    RNG and the parts named."""
     ckpt = torch.load(path)
     model.load_state_dict(ckpt["model"])
     optimizer.load_state_dict(ckpt["optimizer"])
+    for name, part in parts.items():
+        part.load_state_dict(ckpt[name])
     torch.set_rng_state(ckpt["rng"])
+
+
+def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    save_state(path, model, optimizer)
+
+
+def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    load_state(path, model, optimizer)
 
 
 def train(adapter: dict, steps: int = 60, batch_size: int = 32, accumulation: int = 1) -> None:
@@ -169,12 +184,15 @@ def train(adapter: dict, steps: int = 60, batch_size: int = 32, accumulation: in
     torch.manual_seed(0)
     model = adapter["make_model"]()
     optimizer = adapter["make_optimizer"](model)
+    scheduler = adapter["make_scheduler"](optimizer) if "make_scheduler" in adapter else None
     amp = {"scaler": adapter["make_scaler"]()} if "make_scaler" in adapter else {}
     data = adapter["batches"](0, batch_size)
     for step in range(steps):
         batch = next(data)
         micro = [tuple(t.chunk(accumulation)[i] for t in batch) for i in range(accumulation)]
         loss = adapter["train_step"](model, optimizer, micro, **amp)
+        if scheduler is not None:
+            scheduler.step()
         if step % 20 == 0 or step == steps - 1:
             print(f"step {step}: loss {float(loss):.4f}")
     if "evaluate" in adapter:
