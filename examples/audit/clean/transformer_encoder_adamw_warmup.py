@@ -12,10 +12,9 @@ token 2. Deliberately includes:
   over a key padding mask (token 0 is padding);
 - AdamW: weight decay on matrices only (no decay for biases, LayerNorm
   gains, embeddings and the positional table);
-- a linear warm-up + cosine LambdaLR. The adapter has no place for a
-  scheduler, so make_optimizer keeps it on the optimizer
-  (optimizer.lr_schedule) and train_step steps it after optimizer.step();
-  the checkpoint saves and restores it;
+- a linear warm-up + cosine LambdaLR from the adapter's make_scheduler,
+  stepped after every train_step; the checkpoint saves and restores it
+  (save_checkpoint/load_checkpoint take it as their scheduler keyword);
 - clip_grad_norm_(max_norm=1.0) after all micro-batches' backward;
 - the checkpoint holds torch's RNG state, because dropout draws from it.
 """
@@ -75,10 +74,12 @@ def make_optimizer(model):
              and n != "positions"]
     ids = {id(p) for p in decay}
     rest = [p for p in model.parameters() if id(p) not in ids]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
-                             {"params": rest, "weight_decay": 0.0}], lr=2e-3, betas=(0.9, 0.98))
-    opt.lr_schedule = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine)
-    return opt
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
+                              {"params": rest, "weight_decay": 0.0}], lr=2e-3, betas=(0.9, 0.98))
+
+
+def make_scheduler(optimizer):
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine)
 
 
 def batches(seed, batch_size):
@@ -100,7 +101,6 @@ def train_step(model, optimizer, micro_batches):
         losses.append(loss.detach())
     torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
     optimizer.step()
-    optimizer.lr_schedule.step()
     return torch.stack(losses).sum()
 
 
@@ -115,18 +115,18 @@ def evaluate(model):
             "nll": F.cross_entropy(logits, labels).item()}
 
 
-def save_checkpoint(path, model, optimizer):
+def save_checkpoint(path, model, optimizer, *, scheduler):
     torch.save({"model": model.state_dict(),
                 "optim": optimizer.state_dict(),
-                "lr_schedule": optimizer.lr_schedule.state_dict(),
+                "lr_schedule": scheduler.state_dict(),
                 "torch_rng": torch.get_rng_state()}, path)
 
 
-def load_checkpoint(path, model, optimizer):
+def load_checkpoint(path, model, optimizer, *, scheduler):
     blob = torch.load(path)
     model.load_state_dict(blob["model"])
     optimizer.load_state_dict(blob["optim"])
-    optimizer.lr_schedule.load_state_dict(blob["lr_schedule"])
+    scheduler.load_state_dict(blob["lr_schedule"])
     torch.set_rng_state(blob["torch_rng"])
 
 
@@ -134,10 +134,12 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     model = make_model()
     optimizer = make_optimizer(model)
+    schedule = make_scheduler(optimizer)
     stream = batches(seed=0, batch_size=32)
     for it in range(150):
         tokens, labels = next(stream)
         loss = train_step(model, optimizer, [(tokens, labels)])
+        schedule.step()
         if it % 50 == 0:
             print(it, f"{float(loss):.3f}", f"lr={optimizer.param_groups[0]['lr']:.2e}")
     print(evaluate(model))
