@@ -116,6 +116,36 @@ def test_a_parameter_given_gradients_that_never_changes_fails(tmp_path: Path,
     assert outcome.verdict == "fail" and "1.weight" in outcome.evidence, outcome.evidence
 
 
+# ---- the determinism family: 1 against 2 threads -------------------------------------------
+
+def test_thread_counts_compared_within_their_own_rounding(tmp_path: Path,
+                                                          dlcheck_bin: str) -> None:
+    result = audit(tmp_path, "attention_tokens", "correct", "determinism", dlcheck_bin)
+    assert result.exit_code == 0, result.text
+    outcome = check_of(result, "thread_count_free")
+    assert outcome.verdict == "pass"
+    assert "distances from first_float64 and two_threads_float64 added" in outcome.evidence, \
+        outcome.evidence
+
+
+def test_noise_keyed_by_thread_count_is_caught(tmp_path: Path, dlcheck_bin: str) -> None:
+    # augmentation noise from a stream seeded by the thread count: each run repeats itself,
+    # 1 and 2 threads differ by far more than their rounding
+    module = model_module("layernorm_mlp", "correct")
+    clean = module.batches
+
+    def keyed(seed, batch_size):
+        g = torch.Generator().manual_seed(torch.get_num_threads())
+        for x, y in clean(seed, batch_size):
+            yield x + 1e-3 * torch.randn(x.shape, generator=g), y
+
+    module.batches = keyed
+    result = run_audit(module, tmp_path / "keyed", families=["determinism"], binary=dlcheck_bin)
+    assert result.exit_code == 1, result.text
+    assert result.ids == {"N3"}, result.text
+    assert check_of(result, "thread_count_free").verdict == "fail"
+
+
 # ---- the pieces ----------------------------------------------------------------------------
 
 def test_dropout_off_neutralises_every_path_and_restores_them() -> None:
