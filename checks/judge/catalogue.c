@@ -39,6 +39,11 @@ static const dlc_pitfall_entry entries[] = {
      "a different error profile",
      "measure fp16 and bf16 against fp32 before choosing autocast(dtype=...)",
      "amp_fp32: both measured against fp32", true},
+    {"A6", "GradScaler bypassed: optimizer.step() called on the scaled gradients",
+     "every update is the loss scale times too large (SGD), and the scale never adapts",
+     "scaler.step(optimizer); scaler.update() in place of optimizer.step(), after "
+     "scaler.scale(loss).backward() (and scaler.unscale_(optimizer) before any clipping)",
+     "amp_fp32: fp16 against fp32; the audit: the scaler's calls in each step", true},
     {"D1", "no DistributedSampler", "every rank trains on the same data",
      "DataLoader(ds, sampler=DistributedSampler(ds), ...)",
      "ddp_equiv: samples used more than once per epoch", true},

@@ -191,23 +191,27 @@ static double zero_fraction(dlc_rank *r) {
   return total ? (double)zeros / (double)total : 0.0;
 }
 
-/* Unscale, clip, step: A2 clips the still-scaled gradients. */
+/* Unscale, clip, step: A2 clips the still-scaled gradients; A6 steps on
+ * them, as optimizer.step() called in place of scaler.step(optimizer)
+ * does (and without scaler.update(), which would raise in PyTorch). */
 static dl_status update(dlc_rank *r, float lr, float *norm, float *clipped, bool *skipped) {
   const dlc_run_config *c = r->cfg;
-  bool unscale_first = !c->bug.clip_before_unscale;
+  bool bypassed = c->bug.scaler_bypassed;
+  bool unscale_first = !c->bug.clip_before_unscale && !bypassed;
   if (unscale_first) dl_scaler_unscale(&r->train.scaler, r->net.params, r->net.nparams);
   double zf = zero_fraction(r);
   if (zf > r->ev.zero_grad_fraction_max) r->ev.zero_grad_fraction_max = zf;
   if (c->clip_max_norm > 0)
     DL_TRY(dl_clip_grad_norm(r->net.params, r->net.nparams, c->clip_max_norm, false, norm));
   else DL_TRY(dl_grad_norm(r->net.params, r->net.nparams, norm));
-  if (!unscale_first) dl_scaler_unscale(&r->train.scaler, r->net.params, r->net.nparams);
+  if (!unscale_first && !bypassed)
+    dl_scaler_unscale(&r->train.scaler, r->net.params, r->net.nparams);
   DL_TRY(dl_grad_norm(r->net.params, r->net.nparams, clipped));
   if (r->train.scaler.found_inf) r->ev.overflow_steps++;
-  *skipped = !dl_scaler_should_step(&r->train.scaler);
+  *skipped = !bypassed && !dl_scaler_should_step(&r->train.scaler);
   if (*skipped) r->ev.skipped++;
   else DL_TRY(dl_optim_step_on(r->net.optim, lr, r->backend));
-  dl_scaler_update(&r->train.scaler);
+  if (!bypassed) dl_scaler_update(&r->train.scaler);
   return DL_OK;
 }
 

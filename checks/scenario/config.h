@@ -106,23 +106,24 @@ typedef struct dlc_eval_config {
  * All off in a correct pipeline. The switch is the key under `bugs:` in a
  * scenario file and a field of dlc_bugs; the runner line that honours it
  * reads cfg->bug.<switch>; the ID is its docs/pitfalls.md entry. */
-#define DLC_BUGS(X)                                                                    \
-  X(no_zero_grad, "G1", "optimizer.zero_grad() is never called")                       \
-  X(loss_not_divided, "G2", "micro-batch losses are not divided by K")                 \
-  X(zero_grad_in_micro_loop, "G3", "gradients are zeroed inside the micro-batch loop") \
-  X(token_mean_per_micro, "G4", "token mean taken per micro-batch")                    \
-  X(clip_before_unscale, "A2", "gradients clipped before unscaling")                   \
-  X(no_distributed_sampler, "D1", "no DistributedSampler: every rank sees all data")   \
-  X(no_set_epoch, "D2", "sampler.set_epoch() is never called")                         \
-  X(grad_sum_not_mean, "D3", "gradients summed over ranks, not averaged")              \
-  X(unsynced_buffers, "D4", "buffers not broadcast from rank 0")                       \
-  X(metric_rank0_only, "D5", "the evaluation metric is rank 0's shard only")           \
-  X(rank_keyed_noise, "D7", "noise keyed by batch row, the same on every rank")        \
-  X(eval_consumes_train_rng, "D8", "evaluation shifts the training shuffle")           \
-  X(bn_frozen_wrongly, "M4", "frozen BatchNorm left in train mode")                    \
-  X(eval_mode_left_on, "M5", "training goes on in eval mode after an evaluation")      \
-  X(unordered_reduction, "N2", "reduction order depends on timing")                    \
-  X(thread_keyed_rng, "N3", "noise keyed by thread")                                   \
+#define DLC_BUGS(X)                                                                           \
+  X(no_zero_grad, "G1", "optimizer.zero_grad() is never called")                              \
+  X(loss_not_divided, "G2", "micro-batch losses are not divided by K")                        \
+  X(zero_grad_in_micro_loop, "G3", "gradients are zeroed inside the micro-batch loop")        \
+  X(token_mean_per_micro, "G4", "token mean taken per micro-batch")                           \
+  X(clip_before_unscale, "A2", "gradients clipped before unscaling")                          \
+  X(scaler_bypassed, "A6", "optimizer.step() on the scaled gradients, no scaler.step/update") \
+  X(no_distributed_sampler, "D1", "no DistributedSampler: every rank sees all data")          \
+  X(no_set_epoch, "D2", "sampler.set_epoch() is never called")                                \
+  X(grad_sum_not_mean, "D3", "gradients summed over ranks, not averaged")                     \
+  X(unsynced_buffers, "D4", "buffers not broadcast from rank 0")                              \
+  X(metric_rank0_only, "D5", "the evaluation metric is rank 0's shard only")                  \
+  X(rank_keyed_noise, "D7", "noise keyed by batch row, the same on every rank")               \
+  X(eval_consumes_train_rng, "D8", "evaluation shifts the training shuffle")                  \
+  X(bn_frozen_wrongly, "M4", "frozen BatchNorm left in train mode")                           \
+  X(eval_mode_left_on, "M5", "training goes on in eval mode after an evaluation")             \
+  X(unordered_reduction, "N2", "reduction order depends on timing")                           \
+  X(thread_keyed_rng, "N3", "noise keyed by thread")                                          \
   X(dead_relu, "F3", "biases before ReLUs start at -10")
 
 #define DLC_BUG_FIELD(name, id, doc) bool name;

@@ -7,8 +7,12 @@ step in float32 (A1, A2; skipped steps reported).
 Every clip_grad_norm_ and clip_grad_value_ call is watched, wherever the
 team's code imported it from: one made while the gradients are still
 scaled (before scaler.unscale_) clips the wrong norm or values (A2). The
-gradients the optimizer gets at step 0 are compared: their distance from
-fp32's, and the fraction that is zero only under AMP (underflow, A1)."""
+scaler's calls are followed in order: optimizer.step() on gradients still
+multiplied by the scale (scaler.step bypassed), or unscale_/step of
+gradients that no scale() made since the last update() (a loss never
+scaled, update() before step()) is A6. The gradients the optimizer gets
+at step 0 are compared: their distance from fp32's, and the fraction that
+is zero only under AMP (underflow, A1)."""
 from __future__ import annotations
 
 import contextlib
@@ -101,11 +105,81 @@ def watch_clipping(run: Run, seen: Clipping) -> Iterator[None]:
         yield
 
 
+@dataclass
+class ScalerOrder:
+    """The scaler's calls since its last update(), and the first call out
+    of GradScaler's order (scale, backward, unscale_, clip, step, update)."""
+    scaled: bool = False     # scale() since the last update()
+    unscaled: bool = False   # unscale_() (or step()'s own) since then
+    in_step: bool = False    # inside scaler.step(optimizer)
+    violations: int = 0
+    first: str = ""
+
+    def violated(self, run: Run, what: str) -> None:
+        self.violations += 1
+        self.first = self.first or f"at step {run.steps_done}: {what} ({_caller(sys._getframe(2))})"
+
+
+@contextlib.contextmanager
+def watch_scaler_order(run: Run, order: ScalerOrder) -> Iterator[None]:
+    """The run's scaler and optimizer with their calls followed (instance
+    attributes, removed afterwards); nothing when there is no enabled
+    scaler."""
+    scaler, optimizer = run.scaler, run.optimizer
+    if scaler is None or not scaler.is_enabled():
+        yield
+        return
+    originals = {n: getattr(scaler, n) for n in ("scale", "unscale_", "step", "update")}
+    opt_step = optimizer.step
+    unscale_words = ("gradients that no scaler.scale() made since the last update() were "
+                     "unscaled: the loss was not scaled, or update() ran before step()")
+
+    def scale(outputs: Any) -> Any:
+        order.scaled = True
+        return originals["scale"](outputs)
+
+    def unscale_(opt: Any) -> Any:
+        if not order.scaled and not order.in_step:  # step() judged its own unscale_
+            order.violated(run, unscale_words)
+        order.unscaled = True
+        return originals["unscale_"](opt)
+
+    def step(opt: Any, *args: Any, **kwargs: Any) -> Any:
+        if not order.scaled and not order.unscaled:
+            order.violated(run, unscale_words)
+        order.in_step, order.unscaled = True, True
+        try:
+            return originals["step"](opt, *args, **kwargs)
+        finally:
+            order.in_step = False
+
+    def update(*args: Any, **kwargs: Any) -> Any:
+        order.scaled = order.unscaled = False
+        return originals["update"](*args, **kwargs)
+
+    def optimizer_step(*args: Any, **kwargs: Any) -> Any:
+        if order.scaled and not order.unscaled and not order.in_step:
+            order.violated(run, "optimizer.step() on gradients still multiplied by the loss "
+                                "scale, in place of scaler.step(optimizer)")
+        return opt_step(*args, **kwargs)
+
+    for name, fn in (("scale", scale), ("unscale_", unscale_), ("step", step),
+                     ("update", update)):
+        setattr(scaler, name, fn)
+    optimizer.step = optimizer_step  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for name in originals:
+            delattr(scaler, name)
+        optimizer.step = opt_step  # type: ignore[method-assign]
+
+
 def run(ctx: Context) -> Family:
     fam = Family("amp", DESCRIPTION)
     s = ctx.settings
     if not ctx.adapter.has("make_scaler") and ctx.trained and not ctx.autocast_seen:
-        fam.not_tested.append(NotTested("all_checks", ("A1", "A2", "A3"),
+        fam.not_tested.append(NotTested("all_checks", ("A1", "A2", "A3", "A6"),
                                         "the step uses neither autocast nor a GradScaler"))
         return fam
     fp32 = ctx.recorded(fam.scenario, "fp32", fp32=True)
@@ -114,13 +188,13 @@ def run(ctx: Context) -> Family:
     fp32.close()
 
     amp = ctx.recorded(fam.scenario, "amp")
-    clipping = Clipping()
-    with watch_clipping(amp, clipping):
+    clipping, order = Clipping(), ScalerOrder()
+    with watch_clipping(amp, clipping), watch_scaler_order(amp, order):
         amp.train(s.steps)
     if not amp.autocast and amp.scaler is None:
         amp.close()
         fam.runs = {}
-        fam.not_tested.append(NotTested("all_checks", ("A1", "A2", "A3"),
+        fam.not_tested.append(NotTested("all_checks", ("A1", "A2", "A3", "A6"),
                                         "the step uses neither autocast nor a scaler"))
         return fam
     rec = amp.rec
@@ -131,6 +205,12 @@ def run(ctx: Context) -> Family:
         f"{clipping.first}: they clipped the scaled gradients." if clipping.scaled else
         f"{clipping.calls} clipping calls (clip_grad_norm_, clip_grad_value_), each after the "
         f"gradients were unscaled."))
+    rec.metric("scaler_calls_out_of_order", order.violations)
+    rec.note("scaler_calls_out_of_order", (
+        f"{order.violations} calls out of GradScaler's order, the first {order.first}."
+        if order.violations else "The scaler's calls came in GradScaler's order (scale, "
+        "backward, unscale_, clip, step, update)." if amp.scaler is not None and
+        amp.scaler.is_enabled() else "No enabled scaler: no order to follow."))
     g_amp, g_fp = amp.grads[0] if amp.grads else None, fp32.grads[0] if fp32.grads else None
     if g_amp and g_fp:
         dist = grad_distance(g_amp, g_fp)
@@ -146,13 +226,17 @@ def run(ctx: Context) -> Family:
             f"scaler."))
     fam.runs["amp"] = amp.save()
     amp.close()
-    fam.checks.append(zero_count("clip_after_unscale", "amp", "clips_before_unscale", "A2",
-                                 "gradients are unscaled before they are clipped"))
+    fam.checks += [
+        zero_count("clip_after_unscale", "amp", "clips_before_unscale", "A2",
+                   "gradients are unscaled before they are clipped"),
+        zero_count("scaler_calls_in_order", "amp", "scaler_calls_out_of_order", "A6",
+                   "the optimizer steps through scaler.step on gradients scale() made"),
+    ]
     if g_amp and g_fp:
         fam.checks += [
             Check("amp_gradients_match_fp32", "metric_max", "amp",
                   quantities=("amp_step0_grad_distance", "amp_step0"), threshold=CLOSE,
-                  explained_by=("A1", "A2"),
+                  explained_by=("A1", "A2", "A6"),
                   about="the AMP step's gradient at step 0 is within bfloat16 error of fp32's"),
             Check("no_gradient_underflow", "metric_max", "amp",
                   quantities=("amp_grad_underflow_fraction", "amp_step0"), threshold=0.01,

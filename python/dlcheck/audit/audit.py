@@ -33,7 +33,7 @@ FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
     "checkpoint": (checkpoint.run, ("save_checkpoint", "load_checkpoint"),
                    ("C1", "C2", "C3", "C4", "C5", "C6", "C7")),
     "ddp": (ddp.run, ("wrap_ddp",), ("D1", "D2", "D3", "D4", "D5", "D6", "D7")),
-    "amp": (amp.run, (), ("A1", "A2", "A3")),
+    "amp": (amp.run, (), ("A1", "A2", "A3", "A6")),
 }
 #: a file in an output folder that marks it as an audit's, safe to replace
 MARK = "summary.txt"
