@@ -59,8 +59,10 @@ int cmd_list(int argc, char **argv) {
   printf("\n%-4s %-16s %s\n", "ID", "scenario", "mistake");
   for (int k = 0; k < dlc_catalogue_count(); k++) {
     const dlc_pitfall_entry *p = dlc_catalogue_at(k);
-    printf("%-4s %-16s %s\n%-21s fix: %s\n", p->id, covered_by[k] ? covered_by[k] : "-", p->mistake,
-           "", p->fix);
+    const char *where = covered_by[k]                 ? covered_by[k]
+                        : p->reach == DLC_REACH_AUDIT ? "(audit only)"
+                                                      : "-";
+    printf("%-4s %-16s %s\n%-21s fix: %s\n", p->id, where, p->mistake, "", p->fix);
   }
   for (int i = 0; i < n; i++) free(names[i]);
   return EXIT_PASS;

@@ -4,7 +4,12 @@
 #ifndef DLC_CATALOGUE_H
 #define DLC_CATALOGUE_H
 
-#include <stdbool.h>
+/* Where a pitfall can be shown caught: a scenario variant on the CPU
+ * backend (test_scenarios requires one for each), one that needs a GPU
+ * (E1-E3, N4), or only in a team's own code through the audit, where the
+ * engine has no counterpart to break (an exported model, say): those
+ * need an example pair in examples/audit instead. */
+typedef enum dlc_reach { DLC_REACH_CPU, DLC_REACH_GPU, DLC_REACH_AUDIT } dlc_reach;
 
 typedef struct dlc_pitfall_entry {
   const char *id;      /* "G1" */
@@ -12,7 +17,7 @@ typedef struct dlc_pitfall_entry {
   const char *effect;  /* what goes wrong because of it */
   const char *fix;     /* the PyTorch line that fixes it, for reports */
   const char *caught;  /* which scenario and check catch it */
-  bool cpu;            /* reproducible on the CPU backend (not E1-E3, N4) */
+  dlc_reach reach;
 } dlc_pitfall_entry;
 
 int dlc_catalogue_count(void);
