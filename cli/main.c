@@ -1,9 +1,10 @@
 /* dlcheck: checks that a training pipeline computes what it should. */
-#define _POSIX_C_SOURCE 200809L /* _exit */
+#define _POSIX_C_SOURCE 200809L /* _exit, sigaction */
 #include "cli.h"
 
 #include "h5.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,9 +27,20 @@ static const char usage[] =
 
 static int command(int argc, char **argv);
 
-/* A failed HDF5 close (disk full) leaves a file HDF5's exit handler
+/* A file grown past `ulimit -f` raises SIGXFSZ, whose default action kills
+ * the process with no message and leaves its temporaries and scratch
+ * folder behind. Ignored, the write fails with EFBIG instead, which every
+ * writer reports (exit 2, the file named) and cleans up after. */
+static void ignore_file_size_signal(void) {
+  struct sigaction ign = {.sa_handler = SIG_IGN};
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGXFSZ, &ign, NULL);
+}
+
+/* A failed HDF5 create or close (disk full) leaves a file HDF5's exit handler
  * crashes on (engine/h5.h): the exit code is kept by leaving with _exit. */
 int main(int argc, char **argv) {
+  ignore_file_size_signal();
   int code = command(argc, argv);
   cli_signals_stop();
   if (dl_h5_close_failed()) {

@@ -17,9 +17,15 @@ dl_h5_quiet dl_h5_quiet_begin(void) {
 void dl_h5_quiet_end(dl_h5_quiet q) { H5Eset_auto2(H5E_DEFAULT, q.fn, q.data); }
 
 /* The innermost error is the specific one ("truncated file: eof = ..."); the
- * outer ones only say which API call failed. */
+ * outer ones only say which API call failed. A failed write's text spans
+ * lines ("file write failed: time = ...\n, filename = ..., errno = 28, ...")
+ * and would be cut at 160 bytes before its errno: the errno says it. */
 static herr_t keep_innermost(unsigned n, const H5E_error2_t *e, void *user) {
-  if (n == 0 && e->desc && e->desc[0]) snprintf((char *)user, 160, "%s", e->desc);
+  if (n != 0 || !e->desc || !e->desc[0]) return 0;
+  const char *errno_at = strstr(e->desc, "errno = ");
+  int err = errno_at ? atoi(errno_at + 8) : 0;
+  if (err > 0) snprintf((char *)user, 160, "%s", strerror(err));
+  else snprintf((char *)user, 160, "%s", e->desc);
   return 0;
 }
 
@@ -60,6 +66,15 @@ static atomic_bool close_failed;
 
 bool dl_h5_close_failed(void) { return atomic_load(&close_failed); }
 
+/* A create whose first writes fail (disk full, ulimit -f) leaves the file
+ * half open inside HDF5 1.10 as a failed close does: its exit handler then
+ * loops ("infinite loop closing library") and leaks. */
+hid_t dl_h5_create(const char *path, hid_t fcpl, hid_t fapl) {
+  hid_t file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+  if (file < 0) atomic_store(&close_failed, true);
+  return file;
+}
+
 dl_status dl_h5_close(hid_t *file, const char *name, dl_status s) {
   if (*file < 0) return s;
   dl_h5_quiet q = dl_h5_quiet_begin();
@@ -69,11 +84,7 @@ dl_status dl_h5_close(hid_t *file, const char *name, dl_status s) {
     atomic_store(&close_failed, true);
     char why[160];
     dl_h5_reason(why);
-    /* HDF5's text for a failed write spans lines ("time = ...\n, errno =
-     * 28, ...", cut at 160 bytes): the errno says it. */
-    const char *e = strstr(why, "errno = ");
-    if (e && atoi(e + 8) > 0) snprintf(why, sizeof why, "%s", strerror(atoi(e + 8)));
-    else if (strstr(why, "write failed") && err) snprintf(why, sizeof why, "%s", strerror(err));
+    if (strstr(why, "write failed") && err) snprintf(why, sizeof why, "%s", strerror(err));
     if (s == DL_OK)
       s = dl_fail(DL_ERR_IO, "cannot finish writing %s (%s): disk full or file too large?", name,
                   why);

@@ -35,7 +35,11 @@ hid_t dl_h5_file_access(void);
  * failure already (its message kept), else DL_ERR_IO if closing failed
  * (flushing failed: disk full, file too large), else DL_OK. */
 dl_status dl_h5_close(hid_t *file, const char *name, dl_status s);
-/* Whether a close failed in this process. HDF5 (1.10) keeps such a file
+/* H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl), noting a failure for
+ * dl_h5_close_failed: HDF5 1.10 keeps a file whose creation failed at its
+ * first write as it keeps one whose close failed. */
+hid_t dl_h5_create(const char *path, hid_t fcpl, hid_t fapl);
+/* Whether a create or close failed in this process. HDF5 (1.10) keeps such a file
  * half closed, and its exit handler crashes on it (SIGSEGV at exit after
  * "errno = 28"); releasing the id crashes the same way. A program that
  * sees true ends with _exit, after flushing its output, so that the

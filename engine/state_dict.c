@@ -118,7 +118,7 @@ dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path) {
   dl_h5_quiet q = dl_h5_quiet_begin();
   hid_t fcpl = group_create_plist(H5P_FILE_CREATE);
   hid_t fapl = dl_h5_file_access();
-  a->file = H5Fcreate(a->out.tmp, H5F_ACC_TRUNC, fcpl, fapl);
+  a->file = dl_h5_create(a->out.tmp, fcpl, fapl);
   char why[160];
   if (a->file < 0)
     s = dl_fail(DL_ERR_IO, "cannot create HDF5 file %s (%s)", a->out.tmp, dl_h5_reason(why));
@@ -130,7 +130,8 @@ dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path) {
 }
 
 dl_status dl_h5_atomic_commit(dl_h5_atomic *a) {
-  dl_status s = dl_h5_close(&a->file, a->out.tmp, DL_OK);
+  /* Named by its final name: the temporary is gone once this fails. */
+  dl_status s = dl_h5_close(&a->file, a->out.path, DL_OK);
   if (s != DL_OK) {
     dl_atomic_abort(&a->out);
     return s;
@@ -140,7 +141,7 @@ dl_status dl_h5_atomic_commit(dl_h5_atomic *a) {
 
 void dl_h5_atomic_abort(dl_h5_atomic *a) {
   if (!a) return;
-  dl_h5_close(&a->file, a->out.tmp, DL_ERR_IO); /* a failure to close changes nothing */
+  dl_h5_close(&a->file, a->out.path, DL_ERR_IO); /* a failure to close changes nothing */
   dl_atomic_abort(&a->out);
 }
 

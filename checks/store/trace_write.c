@@ -346,7 +346,7 @@ static dl_status create_with_userblock(const dl_atomic_file *out, const char *pa
   if (fcpl >= 0 && fapl >= 0 && H5Pset_userblock(fcpl, DLC_H5_USERBLOCK) >= 0 &&
       H5Pset_obj_track_times(fcpl, 0) >= 0 && /* the root group's times */
       H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0)
-    *file = H5Fcreate(out->tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    *file = dl_h5_create(out->tmp, fcpl, fapl);
   /* The reason first: closing the property lists clears HDF5's error stack. */
   char why[160];
   if (*file < 0) dl_h5_reason(why);
@@ -357,10 +357,10 @@ static dl_status create_with_userblock(const dl_atomic_file *out, const char *pa
                  why);
 }
 
-/* HDF5 is done with the temporary: close it, then seal its bytes. */
+/* HDF5 is done with the temporary: close it, then seal its bytes. A
+ * failure names the final path: the temporary is removed after it. */
 static dl_status close_and_seal(hid_t *file, const dl_atomic_file *out, const char *path) {
-  dl_status s = dl_h5_close(file, out->tmp, DL_OK);
-  if (s != DL_OK) return dl_fail_context(s, "%s: ", path);
+  DL_TRY(dl_h5_close(file, path, DL_OK));
   return dlc_h5_seal(out->fd, out->tmp, DLC_TRACE_MAGIC);
 }
 
@@ -399,7 +399,7 @@ static dl_status save(const char *path, const dlc_trace *t, const dlc_golden_met
   dl_status s = create_with_userblock(&out, path, &file);
   if (s == DL_OK) s = write_all(file, path, t, meta, env);
   if (s == DL_OK) s = close_and_seal(&file, &out, path);
-  s = dl_h5_close(&file, out.tmp, s); /* after a failure: every id released */
+  s = dl_h5_close(&file, path, s); /* after a failure: every id released */
   dl_h5_quiet_end(q);
   if (s != DL_OK) {
     dl_atomic_abort(&out);

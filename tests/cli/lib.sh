@@ -1,7 +1,7 @@
 # What every tests/cli/test_*.sh shares: sourced after `DLCHECK=$1`.
 # Sets HERE, ROOT, WORK (a private scratch folder under $TMPDIR, removed on
 # exit, with a copy of the small scenario in $WORK/small) and GOLDEN, and
-# defines ok/bad/expect/contains and finish (the summary and exit status).
+# defines ok/bad/expect/contains/no_temporaries and finish (the summary and exit status).
 HERE=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 export DLCHECK_ROOT=$ROOT
@@ -25,6 +25,15 @@ expect() {
 # contains NAME TEXT: the last command's output contains TEXT.
 contains() {
   if grep -qF -- "$2" "$WORK/out"; then ok "$1"; else bad "$1 (no '$2' in output)" "$WORK/out"; fi
+}
+# no_temporaries NAME DIR...: no atomic writer's PATH.tmp.PID.N below DIR.
+no_temporaries() { # NAME DIR...
+  local name=$1
+  shift
+  if find "$@" -name '*.tmp.*' 2>/dev/null | grep -q .; then
+    bad "$name"
+    find "$@" -name '*.tmp.*' | sed 's/^/     /'
+  else ok "$name"; fi
 }
 
 finish() {

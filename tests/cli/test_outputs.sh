@@ -18,14 +18,6 @@ not_claiming_success() {
     grep -qs '<testsuites .*failures="0" errors="0"' "$2/junit.xml"
   then bad "$1" "$2/report.json"; else ok "$1"; fi
 }
-no_temporaries() { # NAME DIR...
-  local name=$1
-  shift
-  if find "$@" -name '*.tmp.*' 2>/dev/null | grep -q .; then
-    bad "$name"
-    find "$@" -name '*.tmp.*' | sed 's/^/     /'
-  else ok "$name"; fi
-}
 dead_pid() { (exit 0) & wait $!; echo $!; }
 
 expect 0 "record the small golden" "$DLCHECK" record --golden-dir "$GOLDEN" "$WORK/small"

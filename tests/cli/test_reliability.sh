@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Reliability, second pass (issue 25): file-size limits met without the
+# caller's help (SIGXFSZ left at its default, as in a user's CI).
+# Usage: test_reliability.sh PATH/TO/dlcheck
+set -u
+DLCHECK=$1
+source "$(dirname "$0")/lib.sh"
+export TMPDIR="$WORK/tmp" # the scratch folders dlcheck makes land here
+mkdir -p "$TMPDIR"
+
+no_scratch() { # NAME: no scratch folder of dlcheck left in $TMPDIR
+  if compgen -G "$TMPDIR/dlcheck-*" >/dev/null; then bad "$1: $(ls "$TMPDIR")"; else ok "$1"; fi
+}
+
+expect 0 "record the small golden" "$DLCHECK" record --golden-dir "$GOLDEN" "$WORK/small"
+# A wider model whose traces pass 64 KiB (the small one's stay under 40).
+mkdir -p "$WORK/wide"
+sed -e 's/name: small/name: wide/' -e 's/out: 16}/out: 256}/' -e 's/in: 16,/in: 256,/' \
+  "$WORK/small/scenario.yaml" >"$WORK/wide/scenario.yaml"
+
+# ---- 1. ulimit -f: EFBIG reported, never death by SIGXFSZ ------------------
+# The limit is set in a subshell that leaves SIGXFSZ at its default: dlcheck
+# itself must ignore it, as nothing in a user's CI does.
+limited() { # KIB CMD...: runs CMD under ulimit -f KIB, output in $WORK/out
+  local kib=$1
+  shift
+  (ulimit -f "$kib" && exec "$@") >"$WORK/out" 2>&1
+}
+efbig_case() { # NAME DIR: exit 2, "File too large" naming a file in DIR, nothing left
+  local name=$1 dir=$2 code=$3
+  [ "$code" -eq 2 ] && ok "$name: exit 2" || bad "$name: exit $code, expected 2" "$WORK/out"
+  grep -q "$dir/[^ ]*: \|$dir/[^ ]* (File too large)\|to $dir/[^ ]* failed: File too large" \
+    "$WORK/out" && grep -q "File too large" "$WORK/out" &&
+    ok "$name: names the file and says it is too large" || bad "$name: names the file" "$WORK/out"
+  no_temporaries "$name: no temporary left" "$dir" "$TMPDIR"
+  no_scratch "$name: no scratch folder left"
+}
+for kib in 1 8 64; do
+  O=$WORK/efbig$kib
+  limited "$kib" "$DLCHECK" run --golden-dir "$WORK/none" --out "$O" "$WORK/wide"
+  efbig_case "run --out, ulimit -f $kib" "$O" $?
+  limited "$kib" "$DLCHECK" record --golden-dir "$WORK/g$kib" "$WORK/wide"
+  efbig_case "record, ulimit -f $kib" "$WORK/g$kib" $?
+done
+O=$WORK/efbig_report
+expect 0 "a complete run --out" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/small"
+limited 8 "$DLCHECK" report "$O"
+code=$?
+[ "$code" -eq 2 ] && ok "report DIR, ulimit -f 8: exit 2" || bad "report DIR: exit $code" "$WORK/out"
+grep -q "$O/report.html.*File too large" "$WORK/out" && ok "report DIR: names report.html" ||
+  bad "report DIR: names report.html" "$WORK/out"
+no_temporaries "report DIR: no temporary left" "$O"
+# a checkpoint in the scratch folder (a resumed run) hits the limit first
+mkdir -p "$WORK/resumed"
+sed -e 's/name: wide/name: resumed/' -e 's/  accumulated: {accumulation: 2, data: {batch: 16}}/  accumulated: {checkpoint: {at_step: 3}}/' \
+  "$WORK/wide/scenario.yaml" >"$WORK/resumed/scenario.yaml"
+limited 8 "$DLCHECK" run --golden-dir "$WORK/none" "$WORK/resumed"
+efbig_case "a checkpoint, ulimit -f 8" "$TMPDIR" $?
+
+finish
