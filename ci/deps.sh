@@ -18,6 +18,8 @@ packages=(
   python3-xxhash python3-pytest python3-pytest-cov           # python/ (recorder) and its tests
   dataset-fashion-mnist         # fixture source
   libopenblas-dev libopenblas0-pthread  # benchmark peer
+  python3-onnx python3-protobuf python3-flatbuffers python3-coloredlogs python3-sympy
+  python3-packaging python3-pip  # the audit's export family (onnxruntime's dependencies)
 )
 
 missing=()
@@ -29,5 +31,13 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# onnxruntime is not a Debian package: pinned from PyPI into Debian's python3 (the
+# interpreter the tests use), its dependencies from the Debian packages above.
+ORT_VERSION=1.17.3
+if ! /usr/bin/python3 -c "import onnxruntime, sys; sys.exit(onnxruntime.__version__ != '$ORT_VERSION')" 2>/dev/null; then
+  pip_sudo=""
+  [ "$(id -u)" -eq 0 ] || pip_sudo="sudo"
+  $pip_sudo /usr/bin/python3 -m pip install -q --no-deps --break-system-packages "onnxruntime==$ORT_VERSION"
 fi
 echo "deps: all ${#packages[@]} packages present"
