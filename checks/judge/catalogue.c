@@ -148,6 +148,54 @@ static const dlc_pitfall_entry entries[] = {
     {"E3", "library built against one version, another loaded", "crashes or drift",
      "load the library version the binary was built against (check LD_LIBRARY_PATH)", "dlcheck env",
      DLC_REACH_GPU},
+    /* X: deployment parity. The engine exports nothing, so these are shown
+     * in a team's own export and serving code (the audit's export family). */
+    {"X1", "model exported while in training mode",
+     "dropout stays on and BatchNorm's batch statistics are frozen into the graph: served "
+     "outputs are random or depend on the batch",
+     "model.eval() before torch.jit.trace / torch.onnx.export (and no TrainingMode.PRESERVE)",
+     "the audit's export family: Dropout/BatchNorm ran in training mode during export() and the "
+     "exported outputs differ from eager model.eval()",
+     DLC_REACH_AUDIT},
+    {"X2", "torch.jit.trace of a model with data-dependent control flow",
+     "the graph keeps the branch the example input took: inputs that take the other branch get "
+     "wrong outputs",
+     "torch.jit.script(model) (or torch.jit.script the branching function) instead of "
+     "torch.jit.trace",
+     "the audit's export family: the export differs from eager on held-out batches, and "
+     "torch.jit.trace warned or differs the same way while eager/script agree",
+     DLC_REACH_AUDIT},
+    {"X3", "ONNX export with a fixed batch (or sequence) axis",
+     "the served model fails, or is wrong, at any batch size or length but the example's",
+     "torch.onnx.export(model, example, path, input_names=[\"x\"], output_names=[\"y\"], "
+     "dynamic_axes={\"x\": {0: \"batch\"}, \"y\": {0: \"batch\"}})",
+     "the audit's export family: the ONNX input's fixed dimensions, onnxruntime run at two batch "
+     "sizes",
+     DLC_REACH_AUDIT},
+    {"X4", "preprocessing differs between training and serving",
+     "the served model sees inputs on another scale, channel order or dtype: accuracy drops "
+     "silently",
+     "serve with the training code's own transform (import preprocess, or export it inside the "
+     "model) rather than constants copied by hand",
+     "the audit's export family: serve(path)(raw) against eager model(preprocess(raw)), and the "
+     "statistic of the served input that differs",
+     DLC_REACH_AUDIT},
+    {"X5", "reduced-precision (half/bfloat16) export beyond the task's tolerance",
+     "the served outputs drift from the trained model's by more than the task accepts",
+     "export in float32 (or keep the sensitive layers in float32: "
+     "model.to(torch.float16) only where the drift stays within AUDIT[\"half_tolerance\"])",
+     "the audit's export family: relative distance of the half export's outputs from eager "
+     "float32 against the stated half_tolerance",
+     DLC_REACH_AUDIT},
+    {"X6",
+     "an op exported with other semantics than eager (an opset- or version-dependent "
+     "operator)",
+     "exported outputs differ from eager beyond float rounding",
+     "torch.onnx.export(..., opset_version=14) (an opset whose operator matches PyTorch), or "
+     "rewrite the op",
+     "the audit's export family: exported against eager outputs within the model's own float32 "
+     "rounding (eager float32 against float64)",
+     DLC_REACH_AUDIT},
 };
 
 int dlc_catalogue_count(void) { return (int)(sizeof entries / sizeof *entries); }
