@@ -28,11 +28,15 @@ void cli_progress(void *user, const char *scenario, const char *what, int64_t st
 void cli_progress_done(void);
 bool cli_stdout_is_tty(void);
 /* run/record/report/record --repeat-from (cli/scratch.c): the scratch folder $TMPDIR/dlcheck-PID-XXXXXX
- * into out (stale ones of dead processes removed first), and its removal;
+ * into out, and its removal;
  * a thread that takes SIGINT/SIGTERM/SIGHUP, removes the files being
  * written and the scratch folder and exits 128 + signal. Each returns an
  * exit code on failure (with a message), else -1. */
 int cli_scratch_make(char *out, size_t len);
+/* The scratch folders in $TMPDIR that killed commands (kill -9) left:
+ * those of processes that are gone (atomic_file.h: dl_owner_gone). Best
+ * effort, silent. Their temporaries elsewhere: dl_atomic_remove_stale_below. */
+void cli_sweep_scratch(void);
 void cli_scratch_remove(void);
 int cli_signals_start(void);
 /* Ends the signal thread, if started (main, when the command returns). */

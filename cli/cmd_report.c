@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "cli.h"
 
+#include "atomic_file.h"
 #include "run/execute.h"
 #include "store/path.h"
 #include "report/report.h"
@@ -112,6 +113,7 @@ int cmd_report(int argc, char **argv) {
     fprintf(stderr, "dlcheck report: name the directory\n%s", report_help);
     return EXIT_USAGE;
   }
-  int code = cli_signals_start(); /* a signal removes the reports being written */
+  int code = cli_signals_start();                  /* a signal removes the reports being written */
+  if (code < 0) dl_atomic_remove_stale_below(dir); /* killed writers' temporaries */
   return code >= 0 ? code : reload_all(dir, verbose);
 }

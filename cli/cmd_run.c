@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
+#include "atomic_file.h"
 #include "run/backend_open.h"
 #include "judge/envelope.h"
 #include "run/execute.h"
@@ -356,6 +357,16 @@ static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
   return code;
 }
 
+/* Temporaries killed runs left where this one writes, also of targets it
+ * will not write again: run --out's folder, record's golden folder. */
+static void sweep_output(const run_args *a, bool record) {
+  char goldens[4096];
+  if (!record && a->out) dl_atomic_remove_stale_below(a->out);
+  else if (record && a->golden_dir) dl_atomic_remove_stale_below(a->golden_dir);
+  else if (record && !dlc_path(goldens, sizeof goldens, "%s/golden", cli_root()))
+    dl_atomic_remove_stale_below(goldens);
+}
+
 int cmd_run(int argc, char **argv, bool record) {
   run_args a;
   int code = parse_args(argc, argv, &a);
@@ -371,6 +382,7 @@ int cmd_run(int argc, char **argv, bool record) {
   }
   if (code < 0) code = cli_signals_start();
   if (code < 0) code = cli_scratch_make(workdir, sizeof workdir);
+  if (code < 0) sweep_output(&a, record);
   if (code >= 0) {
     for (int i = 0; i < nowned; i++) free(owned[i]);
     free(owned);

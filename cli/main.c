@@ -61,6 +61,9 @@ static int command(int argc, char **argv) {
     return EXIT_PASS;
   }
   const char *cmd = argv[1];
+  /* Any command, not only the next run: after a kill -9 in CI the next
+   * command may be `report` or `compare`, and the folder is never needed. */
+  cli_sweep_scratch();
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1, false);
   if (strcmp(cmd, "record") == 0) {
     for (int i = 2; i < argc; i++)

@@ -2,25 +2,28 @@
  *
  * The scratch folder (checkpoints of resumed runs) is
  * $TMPDIR/dlcheck-PID-XXXXXX (TMPDIR unset or empty: /tmp). It holds files
- * only. A run killed outright (kill -9) cannot remove it: the next run
- * removes every dlcheck-PID-* folder whose PID is gone.
+ * only. A run killed outright (kill -9) cannot remove it: the next
+ * command, whichever it is, removes every dlcheck-PID-* folder whose PID is
+ * gone (cli_sweep_scratch).
  *
  * SIGINT, SIGTERM and SIGHUP are blocked in every thread and taken by one
  * thread of their own (sigwait), which may then do what a signal handler
  * cannot: remove the temporaries being written (atomic_file.h) and the
  * scratch folder, say so, and exit with 128 + the signal's number. */
-#define _GNU_SOURCE /* mkdtemp, dirfd */
+#define _GNU_SOURCE /* mkdtemp, dirfd, fstatat */
 #include "cli.h"
 
 #include "atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char scratch[4096];
@@ -39,15 +42,20 @@ static const char *tmp_base(void) {
   return t && *t ? t : "/tmp";
 }
 
-/* dlcheck-PID-XXXXXX folders of processes that are gone. */
+/* dlcheck-PID-XXXXXX folders of ours whose process is gone (atomic_file.h:
+ * dl_owner_gone, which also takes a killed run not yet waited for and a
+ * PID reused since). */
 static void remove_stale_scratch(const char *base) {
   DIR *d = opendir(base);
   for (struct dirent *e; d && (e = readdir(d));) {
     char *end;
     if (strncmp(e->d_name, "dlcheck-", 8) != 0) continue;
     long pid = strtol(e->d_name + 8, &end, 10);
-    if (pid <= 0 || *end != '-' || strlen(end) != 7 || pid == (long)getpid()) continue;
-    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    if (pid <= 0 || *end != '-' || strlen(end) != 7) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid() || !dl_owner_gone(pid, st.st_mtime))
+      continue;
     char path[4096 + 256];
     snprintf(path, sizeof path, "%s/%s", base, e->d_name);
     remove_flat(path);
@@ -55,9 +63,10 @@ static void remove_stale_scratch(const char *base) {
   if (d) closedir(d);
 }
 
+void cli_sweep_scratch(void) { remove_stale_scratch(tmp_base()); }
+
 int cli_scratch_make(char *out, size_t len) {
   const char *base = tmp_base();
-  remove_stale_scratch(base);
   if ((size_t)snprintf(scratch, sizeof scratch, "%s/dlcheck-%ld-XXXXXX", base, (long)getpid()) >=
           sizeof scratch ||
       !mkdtemp(scratch)) {

@@ -76,12 +76,11 @@ static dl_status split_path(const char *path, char **dir, const char **base) {
   return DL_OK;
 }
 
-/* name is BASE.tmp.PID.N: its PID, else 0. */
-static long temp_pid(const char *name, const char *base) {
-  size_t len = strlen(base);
-  if (strncmp(name, base, len) != 0 || strncmp(name + len, ".tmp.", 5) != 0) return 0;
+/* s is ".tmp.PID.N" to its end: the PID, else 0. */
+static long suffix_pid(const char *s) {
+  if (strncmp(s, ".tmp.", 5) != 0) return 0;
   char *end;
-  const char *digits = name + len + 5;
+  const char *digits = s + 5;
   if (*digits < '1' || *digits > '9') return 0;
   long pid = strtol(digits, &end, 10);
   if (*end != '.' || end[1] < '0' || end[1] > '9') return 0;
@@ -90,8 +89,70 @@ static long temp_pid(const char *name, const char *base) {
   return pid;
 }
 
-static bool process_gone(long pid) {
-  return (pid_t)pid != getpid() && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+/* name is BASE.tmp.PID.N: its PID, else 0. */
+static long temp_pid(const char *name, const char *base) {
+  size_t len = strlen(base);
+  return strncmp(name, base, len) == 0 ? suffix_pid(name + len) : 0;
+}
+
+/* name is ANY.tmp.PID.N: its PID, else 0. Only the last ".tmp." can start
+ * such a suffix (digits and dots follow it). */
+static long any_temp_pid(const char *name) {
+  const char *last = NULL;
+  for (const char *at = strstr(name, ".tmp."); at; at = strstr(at + 1, ".tmp.")) last = at;
+  return last && last > name ? suffix_pid(last) : 0;
+}
+
+/* Reads a small text file whole (NUL-terminated); false if it cannot. */
+static bool read_small(const char *path, char *buf, size_t len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, len - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return true;
+}
+
+/* Linux's /proc: the state letter of process pid and when it started
+ * (seconds since the epoch, to the second of the boot time). */
+static bool proc_start(long pid, char *state, double *started) {
+  char path[64], stat[1024], sys[8192];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  if (!read_small(path, stat, sizeof stat) || !read_small("/proc/stat", sys, sizeof sys))
+    return false;
+  /* After the name in parentheses (which may hold spaces and ')'): the
+   * state is field 3, the start in clock ticks after boot field 22. */
+  const char *rest = strrchr(stat, ')'), *btime = strstr(sys, "\nbtime ");
+  unsigned long long ticks, boot;
+  long hz = sysconf(_SC_CLK_TCK);
+  if (!rest || !btime || hz <= 0 || sscanf(btime, " btime %llu", &boot) != 1 ||
+      sscanf(rest + 1,
+             " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+             state, &ticks) != 2)
+    return false;
+  *started = (double)boot + (double)ticks / (double)hz;
+  return true;
+}
+
+/* The boot time is whole seconds and the tick count rounds: a process is
+ * younger than a file only when it started this much after its change. */
+enum { START_SLACK_S = 2 };
+
+bool dl_owner_gone(long pid, time_t changed) {
+  if (pid <= 0 || (pid_t)pid == getpid()) return false;
+  if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return true;
+  char state;
+  double started;
+  if (!proc_start(pid, &state, &started)) return false; /* no /proc: alive as far as we know */
+  if (state == 'Z' || state == 'X') return true;
+  return started > (double)changed + START_SLACK_S;
+}
+
+static bool stale_at(int dir, const char *name, long pid) {
+  struct stat st;
+  return pid > 0 && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+         dl_owner_gone(pid, st.st_mtime);
 }
 
 int dl_atomic_remove_stale(const char *path) {
@@ -100,13 +161,45 @@ int dl_atomic_remove_stale(const char *path) {
   if (!path || !*path || split_path(path, &dir, &base) != DL_OK) return 0;
   int removed = 0;
   DIR *d = opendir(dir);
-  for (struct dirent *e; d && (e = readdir(d));) {
-    long pid = temp_pid(e->d_name, base);
-    if (pid > 0 && process_gone(pid) && unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
-  }
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (stale_at(dirfd(d), e->d_name, temp_pid(e->d_name, base)) &&
+        unlinkat(dirfd(d), e->d_name, 0) == 0)
+      removed++;
   if (d) closedir(d);
   free(dir);
   return removed;
+}
+
+/* Deeper than any folder dlcheck writes (DIR/traces/SCENARIO/VARIANT). */
+enum { MAX_SWEEP_DEPTH = 6 };
+
+/* Takes fd (a folder opened without following a link) and closes it. */
+static int remove_stale_in(int fd, int depth) {
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return 0;
+  }
+  int removed = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    const char *name = e->d_name;
+    if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
+    if (stale_at(dirfd(d), name, any_temp_pid(name))) {
+      removed += unlinkat(dirfd(d), name, 0) == 0;
+      continue;
+    }
+    int sub = depth < MAX_SWEEP_DEPTH
+                  ? openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                  : -1;
+    if (sub >= 0) removed += remove_stale_in(sub, depth + 1);
+  }
+  closedir(d);
+  return removed;
+}
+
+int dl_atomic_remove_stale_below(const char *dir) {
+  int fd = dir && *dir ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  return fd >= 0 ? remove_stale_in(fd, 0) : 0;
 }
 
 /* ---- writing ---------------------------------------------------------------- */

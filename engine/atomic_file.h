@@ -10,8 +10,8 @@
  * refused with a message, so a link in an output folder can never make
  * dlcheck truncate or replace the file it points to. A reader never sees
  * half a file; a killed writer leaves at most its temporary, which the
- * next writer of the same PATH removes (its PID names a process that is
- * gone). Temporaries of this process are registered so that a signal
+ * next writer of the same PATH, or a sweep of its folder, removes once its
+ * PID names a process that is gone (dl_owner_gone). Temporaries of this process are registered so that a signal
  * handler can remove them (dl_atomic_remove_temporaries).
  *
  * Reading: FIFOs, devices and folders given where a file is expected would
@@ -22,7 +22,9 @@
 
 #include "status.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <time.h>
 
 typedef struct dl_atomic_file {
   char *path; /* the final name */
@@ -48,6 +50,21 @@ dl_status dl_atomic_fdopen(dl_atomic_file *f, FILE **out);
  * running process; returns how many were removed. Best effort: a folder
  * that cannot be listed removes nothing. */
 int dl_atomic_remove_stale(const char *path);
+/* The same for every PATH.tmp.PID.N in folder dir and the folders below it
+ * (a few levels; links are not followed): for a command that is about to
+ * write there, whatever targets a killed run was writing. */
+int dl_atomic_remove_stale_below(const char *dir);
+
+/* Whether the process that made a file or folder named for pid, last
+ * changed at `changed`, is gone: no process has the pid (kill: ESRCH); or
+ * it is a zombie (killed, not yet waited for: a CI harness that sends
+ * SIGKILL and starts the next command at once); or its pid was reused by
+ * a process that started after the file last changed, so cannot have made
+ * it. The start time, not the file's age, decides reuse: a live run keeps
+ * its scratch folder for hours, and any age limit would remove it from
+ * under it; the start time (Linux /proc) tells exactly. Without /proc
+ * only the first test is made. This process is never gone. */
+bool dl_owner_gone(long pid, time_t changed);
 
 /* Removes the temporaries this process has open now and makes later
  * dl_atomic_open fail: for a signal-handling thread that is about to

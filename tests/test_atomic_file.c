@@ -1,7 +1,7 @@
 /* engine/atomic_file.c: atomic writes that never follow a link, stale
  * temporaries, the signal-time cleanup, and regular-file reads that never
  * block on a FIFO. */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp, mkfifo, symlink */
+#define _DEFAULT_SOURCE /* mkdtemp, mkfifo, symlink, usleep */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,11 +12,13 @@
 #include "atomic_file.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char dir[512];
@@ -160,6 +162,64 @@ static void stale_temporaries_of_dead_processes_are_removed(void **state) {
   assert_int_equal(count_with("other.h5.tmp.1.0"), 1);
 }
 
+static bool is_zombie(pid_t pid) {
+  char path[64], stat[256] = {0};
+  snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+  FILE *f = fopen(path, "r");
+  bool zombie = f && fgets(stat, sizeof stat, f) && strstr(stat, ") Z ");
+  if (f) fclose(f);
+  return zombie;
+}
+
+/* A killed run not yet waited for (a zombie) is gone; so is the owner of
+ * a file whose PID a younger process has taken since. A live process that
+ * started before the file changed (it may have made it) is not. */
+static void owners_gone_zombie_or_reused(void **state) {
+  (void)state;
+  pid_t zombie = fork();
+  assert_true(zombie >= 0);
+  if (zombie == 0) _exit(0);
+  for (int i = 0; i < 1000 && !is_zombie(zombie); i++) usleep(1000);
+  assert_true(dl_owner_gone(zombie, time(NULL)));
+  int status;
+  assert_int_equal(waitpid(zombie, &status, 0), zombie);
+  assert_true(dl_owner_gone(zombie, time(NULL)));     /* reaped: no such process */
+  assert_false(dl_owner_gone(getppid(), time(NULL))); /* started before: may own it */
+  assert_true(dl_owner_gone(getppid(), 1000));        /* started after 1970: reused */
+  assert_false(dl_owner_gone(getpid(), 1000));        /* never this process */
+  assert_false(dl_owner_gone(0, 1000));
+}
+
+static bool exists(const char *path) {
+  struct stat st;
+  return lstat(path, &st) == 0;
+}
+
+/* What a killed run was writing, whatever the target, in the folder and
+ * below; never through a link, never a live process's. */
+static void stale_temporaries_below_a_folder(void **state) {
+  (void)state;
+  long dead = (long)dead_pid();
+  char name[4][128];
+  assert_int_equal(mkdir(in_dir("out"), 0755), 0);
+  assert_int_equal(mkdir(in_dir("out/traces"), 0755), 0);
+  assert_int_equal(mkdir(in_dir("elsewhere"), 0755), 0);
+  assert_int_equal(symlink(in_dir("elsewhere"), in_dir("out/link")), 0);
+  snprintf(name[0], sizeof name[0], "out/report.json.tmp.%ld.2", dead);
+  snprintf(name[1], sizeof name[1], "out/traces/big.h5.tmp.%ld.0", dead);
+  snprintf(name[2], sizeof name[2], "out/traces/big.h5.tmp.%ld.1", (long)getpid());
+  snprintf(name[3], sizeof name[3], "elsewhere/x.h5.tmp.%ld.0", dead);
+  for (int i = 0; i < 4; i++) write_text(in_dir(name[i]), "partial");
+  write_text(in_dir("out/traces/a.tmp.5"), "not a temporary's name");
+  assert_int_equal(dl_atomic_remove_stale_below(in_dir("out")), 2);
+  assert_false(exists(in_dir(name[0])));
+  assert_false(exists(in_dir(name[1])));
+  assert_true(exists(in_dir(name[2])));
+  assert_true(exists(in_dir(name[3])));
+  assert_true(exists(in_dir("out/traces/a.tmp.5")));
+  assert_int_equal(dl_atomic_remove_stale_below(in_dir("missing")), 0);
+}
+
 /* What a signal-handling thread calls before _exit: in a child, as it
  * stops every later write of the process. */
 static void temporaries_are_removed_at_a_signal(void **state) {
@@ -222,6 +282,8 @@ int main(void) {
       cmocka_unit_test(abort_removes_the_temporary),
       cmocka_unit_test(a_target_that_is_not_a_regular_file_is_refused),
       cmocka_unit_test(stale_temporaries_of_dead_processes_are_removed),
+      cmocka_unit_test(owners_gone_zombie_or_reused),
+      cmocka_unit_test(stale_temporaries_below_a_folder),
       cmocka_unit_test(temporaries_are_removed_at_a_signal),
       cmocka_unit_test(only_regular_files_are_read),
   };

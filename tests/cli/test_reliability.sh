@@ -57,4 +57,24 @@ sed -e 's/name: wide/name: resumed/' -e 's/  accumulated: {accumulation: 2, data
 limited 8 "$DLCHECK" run --golden-dir "$WORK/none" "$WORK/resumed"
 efbig_case "a checkpoint, ulimit -f 8" "$TMPDIR" $?
 
+# ---- 2. killed outright: the next command sweeps what the dead left -----------
+# A CI harness that sends SIGKILL and starts the next command at once has
+# not waited for the killed one yet: a zombie, whose PID kill() still
+# finds. Python's subprocess does exactly that (bash would reap at once).
+mkdir -p "$WORK/slow"
+sed -e 's/name: wide/name: slow/' -e 's/^steps: 6/steps: 1000/' -e 's/limit: 256/limit: 1024/' \
+  "$WORK/wide/scenario.yaml" >"$WORK/slow/scenario.yaml"
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 "$HERE/killed.py" "$DLCHECK" "$WORK" >"$WORK/killed" 2>&1
+  while IFS= read -r line; do
+    case $line in
+      "ok   "*) ok "${line#ok   }" ;;
+      "FAIL "*) bad "${line#FAIL }" ;;
+      *) echo "$line" ;;
+    esac
+  done <"$WORK/killed"
+else
+  echo "skip killed commands: no /usr/bin/python3"
+fi
+
 finish
