@@ -19,7 +19,9 @@ static const char report_help[] =
     "DIR is the --out directory of an earlier `dlcheck run`: its traces/ hold every\n"
     "run's trace, the scenario files and the goldens they were compared with.\n"
     "Evaluates the checks again, prints the report and rewrites report.json,\n"
-    "junit.xml and report.html in DIR. Exit codes as for run.\n";
+    "junit.xml and report.html in DIR. Exit codes as for run. A DIR whose run did\n"
+    "not finish (DIR/.incomplete is there: the run was stopped, killed, or ended\n"
+    "in an error) is refused with exit 2.\n";
 
 static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
@@ -113,7 +115,13 @@ int cmd_report(int argc, char **argv) {
     fprintf(stderr, "dlcheck report: name the directory\n%s", report_help);
     return EXIT_USAGE;
   }
-  int code = cli_signals_start();                  /* a signal removes the reports being written */
-  if (code < 0) dl_atomic_remove_stale_below(dir); /* killed writers' temporaries */
+  if (dlc_report_check_complete(dir)) {
+    fprintf(stderr, "dlcheck report: %s\n", dl_last_error());
+    return EXIT_USAGE;
+  }
+  /* A signal removes the reports being written; temporaries of killed
+   * writers go first. */
+  int code = cli_signals_start();
+  if (code < 0) dl_atomic_remove_stale_below(dir);
   return code >= 0 ? code : reload_all(dir, verbose);
 }

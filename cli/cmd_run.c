@@ -63,6 +63,7 @@ typedef struct run_args {
   int world, repeat;
   double widen;
   bool pitfalls, verbose;
+  bool marked; /* --out DIR holds the unfinished-run marker (report.h) */
   char **dirs;
   int ndirs;
 } run_args;
@@ -300,10 +301,35 @@ static int record_one(dlc_scenario *s, const dlc_exec_options *o, const run_args
  * pass or a skip) and the others still run, so the reports list every
  * scenario; under MPI the ranks stop together instead (a failed collective
  * leaves nothing to run the next scenario with). */
-static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
+/* --out DIR is marked unfinished before this run writes anything there
+ * (report.h); once is enough. EXIT_USAGE with a message, else -1. */
+static int mark_out(run_args *a) {
+  if (a->marked) return -1;
+  if (dlc_report_mark_incomplete(a->out)) {
+    fprintf(stderr, "dlcheck: --out %s: %s\n", a->out, dl_last_error());
+    return EXIT_USAGE;
+  }
+  a->marked = true;
+  return -1;
+}
+
+/* The reports, then the marker's removal: the last thing the run writes.
+ * A run that ended in an error (code 2) keeps the marker: the traces of
+ * the scenario that failed may be partial or an earlier run's, which
+ * `report DIR` would evaluate again as if they were this run's. */
+static int finish_out(const run_args *a, const dlc_scenario_result *results, int n, int code) {
+  dl_status st = dlc_report_write_all(a->out, results, n, cli_env_json());
+  if (!st && code != EXIT_USAGE) st = dlc_report_mark_complete(a->out);
+  if (!st) return -1;
+  fprintf(stderr, "dlcheck: writing reports to %s: %s\n", a->out, dl_last_error());
+  return EXIT_USAGE;
+}
+
+static int run_scenarios(run_args *a, bool record, dlc_exec_options *o) {
   dlc_scenario_result *results = calloc((size_t)a->ndirs, sizeof *results);
   if (!results) return EXIT_USAGE;
   int code = EXIT_PASS, nresults = 0, nexecuted = 0;
+  bool rank0 = !o->comm || dl_comm_rank(o->comm) == 0;
   for (int i = 0; i < a->ndirs && !(code == EXIT_USAGE && (o->comm || record)); i++) {
     dlc_scenario *s;
     dl_status st = dlc_scenario_load(&s, a->dirs[i]);
@@ -331,6 +357,11 @@ static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
       if (c) break;
       continue;
     }
+    if (a->out && rank0 && mark_out(a) >= 0) {
+      dlc_scenario_free(s);
+      code = EXIT_USAGE;
+      break;
+    }
     st = dlc_scenario_execute(s, o, &results[nresults++]);
     nexecuted++;
     cli_progress_done();
@@ -343,14 +374,10 @@ static int run_scenarios(const run_args *a, bool record, dlc_exec_options *o) {
     }
   }
   /* Bad input alone (no scenario could be loaded) writes nothing. */
-  bool rank0 = !o->comm || dl_comm_rank(o->comm) == 0;
   if (!record && nexecuted && rank0) {
     dlc_report_text(stdout, results, nresults, cli_stdout_is_tty(), a->verbose);
     /* Last, once every trace it names is written. */
-    if (a->out && dlc_report_write_all(a->out, results, nresults, cli_env_json())) {
-      fprintf(stderr, "dlcheck: writing reports to %s: %s\n", a->out, dl_last_error());
-      code = EXIT_USAGE;
-    }
+    if (a->out && finish_out(a, results, nresults, code) >= 0) code = EXIT_USAGE;
   }
   for (int i = 0; i < nresults; i++) dlc_result_free(&results[i]);
   free(results);
@@ -398,7 +425,11 @@ int cmd_run(int argc, char **argv, bool record) {
   if (!strcmp(a.comm, "mpi")) code = start_mpi(&a, &o);
   bool rank0 = !o.comm || dl_comm_rank(o.comm) == 0;
   /* An earlier run's reports go first: a run that fails before writing
-   * its own leaves none that claims success. */
+   * its own leaves none that claims success. A folder that exists is
+   * marked unfinished before that (its traces stay), a new one only when a
+   * scenario is about to run: bad input alone creates nothing. */
+  struct stat out_st;
+  if (code < 0 && a.out && !record && rank0 && stat(a.out, &out_st) == 0) code = mark_out(&a);
   if (code < 0 && a.out && !record && rank0 && dlc_report_remove_all(a.out)) {
     fprintf(stderr, "dlcheck: --out %s: %s\n", a.out, dl_last_error());
     code = EXIT_USAGE;

@@ -85,4 +85,18 @@ dl_status dlc_report_write_all(const char *dir, const dlc_scenario_result *resul
  * run that fails before writing its own leaves none that claims success. */
 dl_status dlc_report_remove_all(const char *dir);
 
+/* An unfinished run's folder (docs/design.md): `run --out DIR` writes the
+ * marker DIR/.incomplete before anything else it writes there (creating
+ * DIR) and removes it last, once its reports are written and only if no
+ * scenario ended in an error; a run stopped by a signal, killed, ended in
+ * an error or unable to write its reports leaves it, and `report DIR`
+ * refuses such a folder (its traces may be partial, or an earlier run's
+ * beside a later one's). */
+#define DLC_REPORT_INCOMPLETE ".incomplete"
+dl_status dlc_report_mark_incomplete(const char *dir);
+/* Removes the marker (absent: fine). */
+dl_status dlc_report_mark_complete(const char *dir);
+/* DL_ERR_INVALID, saying the run did not finish, if dir holds the marker. */
+dl_status dlc_report_check_complete(const char *dir);
+
 #endif

@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L /* unlink */
 #include "report/report.h"
 
+#include "atomic_file.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -66,4 +68,56 @@ dl_status dlc_report_write_all(const char *dir, const dlc_scenario_result *resul
   if (s == DL_OK) s = dlc_report_html(paths[2], results, n, env_json);
   for (int i = 0; s != DL_OK && i < NREPORTS; i++) unlink(paths[i]);
   return s;
+}
+
+/* ---- a run that has not finished ------------------------------------------ */
+
+static dl_status marker_path(const char *dir, char path[DLC_PATH_MAX]) {
+  if (!dir || !dir[0]) return dl_fail(DL_ERR_INVALID, "reports: no output folder given");
+  if (snprintf(path, DLC_PATH_MAX, "%s/%s", dir, DLC_REPORT_INCOMPLETE) >= DLC_PATH_MAX)
+    return dl_fail(DL_ERR_INVALID, "report folder %.60s... is longer than %d bytes", dir,
+                   DLC_PATH_MAX - 1);
+  return DL_OK;
+}
+
+dl_status dlc_report_mark_incomplete(const char *dir) {
+  char path[DLC_PATH_MAX];
+  DL_TRY(marker_path(dir, path));
+  DL_TRY(make_dir(dir));
+  static const char text[] =
+      "A dlcheck run is writing this folder, or it stopped before its end (a signal,\n"
+      "kill -9, a crash) or ended in an error (exit 2). Its traces may be partial or an\n"
+      "earlier run's: `dlcheck report` refuses the folder until a `dlcheck run --out`\n"
+      "into it finishes without an error.\n";
+  dl_atomic_file f;
+  DL_TRY(dl_atomic_open(&f, path));
+  if (write(f.fd, text, sizeof text - 1) != (ssize_t)(sizeof text - 1)) {
+    int e = errno;
+    dl_atomic_abort(&f);
+    return dl_fail(DL_ERR_IO, "cannot write %s: %s (disk full?)", path, strerror(e));
+  }
+  return dl_atomic_commit(&f);
+}
+
+dl_status dlc_report_mark_complete(const char *dir) {
+  char path[DLC_PATH_MAX];
+  DL_TRY(marker_path(dir, path));
+  if (unlink(path) == 0 || errno == ENOENT) return DL_OK;
+  return dl_fail(DL_ERR_IO,
+                 "cannot remove %s: %s (the reports are written, but `dlcheck report %s` will "
+                 "take the run as unfinished until it is removed)",
+                 path, strerror(errno), dir);
+}
+
+dl_status dlc_report_check_complete(const char *dir) {
+  char path[DLC_PATH_MAX];
+  DL_TRY(marker_path(dir, path));
+  struct stat st;
+  if (lstat(path, &st) != 0) return DL_OK;
+  return dl_fail(DL_ERR_INVALID,
+                 "%s: the run that wrote this folder did not finish (%s is there: it was "
+                 "stopped by a signal or killed, or ended in an error, which its report.json "
+                 "names if it got that far), so its traces may be partial or an earlier run's; "
+                 "run `dlcheck run --out %s ...` again",
+                 dir, DLC_REPORT_INCOMPLETE, dir);
 }

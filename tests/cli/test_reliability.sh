@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Reliability, second pass (issue 25): file-size limits met without the
-# caller's help (SIGXFSZ left at its default, as in a user's CI).
+# caller's help (SIGXFSZ left at its default, as in a user's CI), what
+# commands killed outright (kill -9) leave behind, and the folders of runs
+# that did not finish.
 # Usage: test_reliability.sh PATH/TO/dlcheck
 set -u
 DLCHECK=$1
@@ -76,5 +78,51 @@ if [ -x /usr/bin/python3 ]; then
 else
   echo "skip killed commands: no /usr/bin/python3"
 fi
+
+# ---- 3. an interrupted run's folder is never reported as a pass ------------
+# Over a folder that holds an earlier complete run: the interrupted run has
+# removed the earlier reports and rewritten part of the traces.
+complete_run() {
+  expect 0 "$1: an earlier complete run" "$DLCHECK" run --pitfalls --golden-dir "$GOLDEN" --out "$O" "$WORK/small"
+  expect 0 "$1: its report DIR passes" "$DLCHECK" report "$O"
+}
+for how in TERM INT KILL timed; do
+  O=$WORK/interrupted_$how
+  label=SIG$how
+  [ $how = timed ] && label="SIGTERM after 0.5 s"
+  complete_run "$how"
+  set -m # a background job of a script ignores SIGINT without job control
+  if [ $how = timed ]; then # somewhere in the middle of a longer run
+    "$DLCHECK" run --pitfalls --golden-dir "$GOLDEN" --out "$O" "$WORK/small" "$WORK/slow" >"$WORK/out" 2>&1 &
+    pid=$!
+    sleep 0.5
+  else # while it writes its first trace
+    DLCHECK_FAILPOINT=sleep_before_rename "$DLCHECK" run --pitfalls --golden-dir "$GOLDEN" --out "$O" \
+      "$WORK/small" >"$WORK/out" 2>&1 &
+    pid=$!
+    for _ in $(seq 200); do compgen -G "$O/traces/small/*/*.tmp.$pid.*" >/dev/null && break; sleep 0.05; done
+  fi
+  set +m
+  kill -"${how/timed/TERM}" $pid
+  wait $pid
+  code=$?
+  [ "$code" -gt 128 ] && ok "$label: the run stopped (exit $code)" || bad "$label: exit $code" "$WORK/out"
+  expect 2 "$label: report DIR refuses the folder" "$DLCHECK" report "$O"
+  contains "$label: saying the run did not finish" "did not finish"
+  [ ! -e "$O/report.json" ] && ok "$label: no report written" || bad "$label: a report was written"
+done
+O=$WORK/interrupted_TERM
+expect 0 "a run that finishes into it" "$DLCHECK" run --pitfalls --golden-dir "$GOLDEN" --out "$O" "$WORK/small"
+expect 0 "makes report DIR pass again" "$DLCHECK" report "$O"
+[ ! -e "$O/.incomplete" ] && ok "the marker is gone" || bad "the marker is gone"
+mkdir -p "$WORK/broken/broken"
+printf 'name: broken\nmodel: [\n' >"$WORK/broken/broken/scenario.yaml"
+expect 2 "bad input alone into the folder" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/broken/broken"
+expect 2 "leaves it refused: its reports are gone, the traces an earlier run's" "$DLCHECK" report "$O"
+expect 0 "a run that finishes into it again" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/small"
+# ulimit -f 8: the golden's copy fails, an ERROR, while the traces beside
+# it are still the last run's
+limited 8 "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/small"
+expect 2 "a run that ended in an error leaves it refused" "$DLCHECK" report "$O"
 
 finish
