@@ -15,9 +15,14 @@ A module (a file path or an importable name) exposes
     wrap_ddp(model) -> torch.nn.Module                               optional
     make_scaler() -> a GradScaler (CpuGradScaler on the CPU)         optional
     split_batch(batch, k) -> list of k batches                       optional
+    export(model, example_batch, path) -> the path it wrote          optional
+    serve(path) -> a callable: raw model input -> outputs, as the
+                   serving code loads and preprocesses it            optional
+    preprocess(raw) -> the model input, as training prepares it      optional
     AUDIT = {"batch_size": .., "accumulation": .., "steps": .., "seed": ..,
              "frozen": [name prefixes meant to stay frozen],
-             "waive": {check name or catalogue ID: reason}}          optional
+             "waive": {check name or catalogue ID: reason},
+             "half_tolerance": relative output drift a half export may have}  optional
 
 docs/audit.md is the full contract.
 """
@@ -39,9 +44,9 @@ import torch
 
 REQUIRED = ("make_model", "make_optimizer", "batches", "train_step")
 OPTIONAL = ("evaluate", "save_checkpoint", "load_checkpoint", "wrap_ddp", "make_scaler",
-            "make_scheduler", "split_batch")
+            "make_scheduler", "split_batch", "export", "serve", "preprocess")
 SETTINGS = {"batch_size": 32, "accumulation": 4, "steps": 6, "seed": 0, "frozen": (),
-            "waive": {}}
+            "waive": {}, "half_tolerance": 0.05}
 #: what a waiver names: a catalogue ID ("G4") or a check ("accumulation_matches_big_batch");
 #: whether a check of that name ran is known only after the families ran (summary.py)
 WAIVE_ID, WAIVE_CHECK = re.compile(r"[A-Z][0-9]+"), re.compile(r"[a-z][a-z0-9_]*")
@@ -68,6 +73,9 @@ class Settings:
     frozen: tuple = ()
     #: check name or catalogue ID -> why its failure is accepted (reviewed, known)
     waive: dict = field(default_factory=dict)
+    #: the relative distance ||exported - eager|| / ||eager|| a reduced-precision
+    #: (float16/bfloat16) export may reach before it is X5 (the team's stated budget)
+    half_tolerance: float = 0.05
 
 
 @dataclass
@@ -365,8 +373,12 @@ def _settings(module: ModuleType) -> Settings:
     frozen = values["frozen"]
     if isinstance(frozen, str) or not all(isinstance(p, str) for p in frozen):
         raise AdapterError("AUDIT", "frozen must be a list of parameter-name prefixes")
+    half = values["half_tolerance"]
+    if isinstance(half, bool) or not isinstance(half, numbers.Real) or not 0 < half < 1e6:
+        raise AdapterError("AUDIT", f"half_tolerance must be a number > 0 (the relative output "
+                           f"drift a half-precision export may have), got {half!r}")
     return Settings(values["batch_size"], values["accumulation"], values["steps"],
-                    values["seed"], tuple(frozen), _waivers(values["waive"]))
+                    values["seed"], tuple(frozen), _waivers(values["waive"]), float(half))
 
 
 def _waivers(raw: Any) -> dict:
