@@ -5,7 +5,7 @@ TorchScript in bfloat16 to halve its size. The task's stated tolerance on
 the served logits is 5% relative distance from the trained float32 model
 (AUDIT["half_tolerance"]). Pitfall X5: bfloat16 keeps 8 bits of mantissa, so
 a reading near 273 is rounded to a multiple of 2 before the model subtracts
-the mean: the pixels' own values (0-16) are mostly lost and the logits drift
+the mean: the pixels' own values (0-1) are lost and the logits drift
 far beyond 5% (the fixed twin:
 x5_bfloat16_export_beyond_tolerance_fixed.py)."""
 import torch
