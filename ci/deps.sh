@@ -16,6 +16,7 @@ packages=(
   libxml2-utils                 # xmllint for the JUnit schema check
   python3-torch python3-h5py python3-numpy python3-sklearn  # reference fixtures
   python3-xxhash python3-pytest python3-pytest-cov           # python/ (recorder) and its tests
+  python3-venv python3-pip python3-packaging python3-pathspec  # pip install ./python (its test)
   dataset-fashion-mnist         # fixture source
   libopenblas-dev libopenblas0-pthread  # benchmark peer
   python3-onnx python3-protobuf python3-flatbuffers python3-coloredlogs python3-sympy
@@ -26,9 +27,9 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
 if ((${#missing[@]})); then
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
@@ -36,8 +37,17 @@ fi
 # interpreter the tests use), its dependencies from the Debian packages above.
 ORT_VERSION=1.17.3
 if ! /usr/bin/python3 -c "import onnxruntime, sys; sys.exit(onnxruntime.__version__ != '$ORT_VERSION')" 2>/dev/null; then
-  pip_sudo=""
-  [ "$(id -u)" -eq 0 ] || pip_sudo="sudo"
-  $pip_sudo /usr/bin/python3 -m pip install -q --no-deps --break-system-packages "onnxruntime==$ORT_VERSION"
+  $sudo_cmd /usr/bin/python3 -m pip install -q --no-deps --break-system-packages "onnxruntime==$ORT_VERSION"
 fi
-echo "deps: all ${#packages[@]} packages present"
+
+# The Python package's build backend (python/pyproject.toml), which Debian 12
+# lacks: the pinned version from PyPI, into Debian's Python (its own
+# dependencies, packaging and pathspec, are the Debian packages above). The
+# test of `pip install ./python` (tests/python/pip_install.sh) builds with
+# it, so that it needs no network.
+skbuild=scikit-build-core==0.10.7
+if ! /usr/bin/python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('scikit-build-core') != '${skbuild#*==}')" 2>/dev/null; then
+  $sudo_cmd /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps \
+    --break-system-packages "$skbuild"
+fi
+echo "deps: all ${#packages[@]} packages present, $skbuild"

@@ -2,9 +2,9 @@
 # The whole test suite: formatting and checks/' include order, warning-free
 # release build and tests, ASan+UBSan
 # build and tests, the Python package's tests (pytest, line coverage of
-# python/), the CLI under valgrind, coverage build with gcovr line coverage
-# of engine/ and checks/, the fuzz targets for a fixed time, and the
-# cross-compiler bitwise check.
+# python/) and its pip install in a fresh venv, the CLI under valgrind,
+# coverage build with gcovr line coverage of engine/ and checks/, the fuzz
+# targets for a fixed time, and the cross-compiler bitwise check.
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +28,9 @@ step "Python: recorder, PyTorch conformance traces, examples (pytest, coverage o
 DLCHECK_BIN="$PWD/build/release/cli/dlcheck" PYTHONPATH="$PWD/python" \
   /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests fixtures/torch examples \
   --cov=python/dlcheck --cov-report=term --cov-fail-under=85
+
+step "Python: pip install ./python in a fresh venv (C harness built by scikit-build-core)"
+tests/python/pip_install.sh
 
 step "ASan + UBSan build"
 cmake --preset asan >/dev/null

@@ -1,7 +1,9 @@
 """dlcheck for PyTorch: record a training run into a dlcheck trace file that
 the C harness (`dlcheck compare`, `dlcheck env`) reads, with the same names,
 digests and layer statistics as the engine's own traces."""
-__version__ = "0.1.0"
+from .installation import version as _version
+
+__version__ = _version()  # one with `dlcheck --version`: installation.py
 
 from .digest import digest  # noqa: E402
 from .envinfo import fingerprint  # noqa: E402

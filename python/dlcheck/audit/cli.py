@@ -22,8 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "traces (default audit-report; an earlier audit's is replaced)")
     p.add_argument("--only", action="append", choices=sorted(FAMILIES), metavar="FAMILY",
                    help=f"run only this family (repeatable): {', '.join(FAMILIES)}")
-    p.add_argument("--bin", help="the dlcheck executable (default $DLCHECK_BIN or "
-                                 "build/release/cli/dlcheck)")
+    p.add_argument("--bin", help="the dlcheck executable (default $DLCHECK_BIN, the one "
+                                 "installed with the package, PATH, build/release/cli/dlcheck)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="print the summary also when there is no finding (silent by default)")
     return p

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from typing import Any, Optional
 
+from .. import installation
 from . import scenario as scen
 
 
@@ -27,15 +28,15 @@ def repo_root() -> str:
 
 
 def find_binary(explicit: Optional[str] = None) -> str:
-    """The dlcheck executable: explicit, $DLCHECK_BIN, `dlcheck` on PATH
-    (a pip-installed package has no tree around it), or the release build
-    of the tree this package runs from."""
-    path = explicit or os.environ.get("DLCHECK_BIN") or shutil.which("dlcheck") or \
-        os.path.join(repo_root(), "build", "release", "cli", "dlcheck")
+    """The dlcheck executable: explicit, $DLCHECK_BIN, the one installed
+    with this package (`pip install ./python` builds it), `dlcheck` on
+    PATH, or the release build of the tree this package runs from."""
+    path = explicit or os.environ.get("DLCHECK_BIN") or installation.bundled_binary() or \
+        shutil.which("dlcheck") or os.path.join(repo_root(), "build", "release", "cli", "dlcheck")
     if not os.access(path, os.X_OK):
-        raise HarnessError(f"no dlcheck binary at {path} (nor on PATH): build it (cmake --preset "
-                           "release && cmake --build build/release), put it on PATH, or set "
-                           "DLCHECK_BIN")
+        raise HarnessError(f"no dlcheck binary at {path} (nor on PATH): pip install ./python "
+                           "(it builds one), or build it (cmake --preset release && cmake "
+                           "--build build/release), put it on PATH, or set DLCHECK_BIN")
     return path
 
 
