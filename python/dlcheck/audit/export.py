@@ -340,7 +340,8 @@ def own_onnx(model: torch.nn.Module, x: torch.Tensor, path: str) -> Loaded:
         axes[1] = "length"
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's shape-inference chatter
-        torch.onnx.export(m, (x,), path, input_names=["x"], dynamic_axes={"x": axes})
+        torch.onnx.export(m, (x,), path, input_names=["x"], dynamic_axes={"x": axes},
+                          opset_version=14)
     return load(path)
 
 
