@@ -4,6 +4,7 @@
 
 #include "judge/checks_impl.h"
 #include "judge/divergence.h"
+#include "judge/envelope.h"
 #include "store/trace_io.h"
 
 #include <stdarg.h>
@@ -15,10 +16,14 @@ static const char compare_help[] =
     "\n"
     "Compares two traces or goldens (B is the reference): every per-step series\n"
     "both hold, every final tensor (parameters, buffers, gradients, initial\n"
-    "weights), the layer statistics at every step both recorded, the metrics both\n"
-    "hold and, under a bitwise rule, the per-step digests, under RULE (bitwise,\n"
-    "ulp(N) or close(RTOL, ATOL); default bitwise); says what it did not compare\n"
-    "(text notes, what only one file holds). Reports the first diverging step and\n"
+    "weights), the layer statistics at every step both recorded (two goldens: at\n"
+    "the same steps), the metrics and notes (both must hold the same ones), the\n"
+    "seeds and scenario hashes, two goldens' tolerances and envelopes and, under\n"
+    "a bitwise rule, the per-step digests, under RULE (bitwise, ulp(N) or\n"
+    "close(RTOL, ATOL); default bitwise); says what it did not compare (memory\n"
+    "metrics' values, the note backend, series only one file holds, the labels\n"
+    "run/scenario/backend, when and by which version it was recorded; see\n"
+    "docs/trace-format.md). Reports the first diverging step and\n"
     "tensor, the largest differences, and the environment keys that differ\n"
     "between the machines that recorded them, always A's value first, then B's.\n"
     "Exit 0 if they agree, 1 if not.\n";
@@ -117,6 +122,12 @@ static void compare_stats(const dlc_trace t[2], const dlc_tolerance *tol, text *
 /* The per-step digests (bit hashes of named tensors): only a bitwise rule
  * can ask for them to agree. */
 static void compare_digests(const dlc_trace t[2], text *diff) {
+  for (int k = 0; t[0].ndigest == t[1].ndigest && k < t[0].ndigest; k++)
+    if (strcmp(t[0].digest_names[k], t[1].digest_names[k]) != 0) {
+      say(diff, "Digests: column %d is %s in %s, %s in %s. ", k, t[0].digest_names[k], t[0].run,
+          t[1].digest_names[k], t[1].run);
+      return;
+    }
   int j = 0;
   int64_t step = dlc_first_digest_step(&t[0], &t[1], &j);
   if (step >= 0)
@@ -136,7 +147,8 @@ static const dlc_metric *metric(const dlc_trace *t, const char *name) {
 
 /* Memory measurements (peak_bytes, inference_peak_*) depend on how the run
  * was executed (rank threads or processes, the allocator), not on what it
- * computed: listed as not compared. */
+ * computed: their values are listed as not compared (that both files hold
+ * them is). */
 static bool memory_metric(const char *name) {
   return strstr(name, "peak") || strstr(name, "bytes");
 }
@@ -145,12 +157,12 @@ static void compare_metrics(const dlc_trace t[2], const dlc_tolerance *tol, text
                             text *skipped, int *compared) {
   for (int i = 0; i < t[0].nmetrics; i++) {
     const dlc_metric *a = &t[0].metrics[i], *b = metric(&t[1], a->name);
-    if (memory_metric(a->name)) {
-      say(skipped, "metric %s (memory: depends on how the run executed); ", a->name);
+    if (!b) {
+      say(diff, "Metric %s is missing from %s. ", a->name, t[1].run);
       continue;
     }
-    if (!b) {
-      say(skipped, "metric %s (only in %s); ", a->name, t[0].run);
+    if (memory_metric(a->name)) {
+      say(skipped, "metric %s (memory: depends on how the run executed); ", a->name);
       continue;
     }
     ++*compared;
@@ -160,8 +172,33 @@ static void compare_metrics(const dlc_trace t[2], const dlc_tolerance *tol, text
           t[1].run);
   }
   for (int i = 0; i < t[1].nmetrics; i++)
-    if (!metric(&t[0], t[1].metrics[i].name) && !memory_metric(t[1].metrics[i].name))
-      say(skipped, "metric %s (only in %s); ", t[1].metrics[i].name, t[1].run);
+    if (!metric(&t[0], t[1].metrics[i].name))
+      say(diff, "Metric %s is missing from %s. ", t[1].metrics[i].name, t[0].run);
+}
+
+static const dlc_note *note(const dlc_trace *t, const char *name) {
+  for (int i = 0; i < t->nnotes; i++)
+    if (!strcmp(t->notes[i].name, name)) return &t->notes[i];
+  return NULL;
+}
+
+/* The note `backend` says where a run computed (this CPU's GEMM, that
+ * GPU): it differs between machines by design and is listed as not
+ * compared; every other note is evidence the run produced, compared as
+ * text. */
+static void compare_notes(const dlc_trace t[2], text *diff, text *skipped, int *compared) {
+  bool backend = false;
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < t[k].nnotes; i++) {
+      const char *name = t[k].notes[i].name;
+      const dlc_note *other = note(&t[1 - k], name);
+      if (!strcmp(name, "backend")) backend = true;
+      else if (!other) say(diff, "Note %s is missing from %s. ", name, t[1 - k].run);
+      else if (k == 0 && ++*compared && strcmp(t[0].notes[i].text, other->text) != 0)
+        say(diff, "Note %s differs: '%.80s' (%s) vs '%.80s' (%s). ", name, t[0].notes[i].text,
+            t[0].run, other->text, t[1].run);
+    }
+  if (backend) say(skipped, "note backend (where each run computed); ");
 }
 
 static void series_only_in(const dlc_trace *x, const dlc_trace *y, text *skipped) {
@@ -170,25 +207,127 @@ static void series_only_in(const dlc_trace *x, const dlc_trace *y, text *skipped
       say(skipped, "series %s (only in %s); ", x->series[i].name, x->run);
 }
 
+static bool in_spec(const dlc_check_spec *spec, const char *name) {
+  for (int i = 0; i < spec->nquantities; i++)
+    if (!strcmp(spec->quantities[i], name)) return true;
+  return false;
+}
+
+/* Series both hold that the equivalence check had no room for (it takes
+ * DLC_MAX_QUANTITIES; gpt_ckpt's sixth, skipped, went uncompared). */
+static void compare_more_series(const dlc_trace t[2], const dlc_check_spec *spec,
+                                const dlc_tolerance *tol, text *diff) {
+  for (int i = 0; i < t[0].nseries; i++) {
+    const dlc_series *a = &t[0].series[i], *b = dlc_trace_series(&t[1], a->name);
+    if (!b || in_spec(spec, a->name)) continue;
+    dlc_diff d = a->n == b->n ? dlc_compare_f64(a->v, b->v, a->n, tol) : (dlc_diff){.ok = false};
+    if (a->n != b->n)
+      say(diff, "Series %s: %lld values in %s, %lld in %s. ", a->name, (long long)a->n, t[0].run,
+          (long long)b->n, t[1].run);
+    else if (!d.ok)
+      say(diff, "Series %s first differs at index %lld: %.9g (%s) vs %.9g (%s). ", a->name,
+          (long long)d.first_bad, d.a_at_first, t[0].run, d.b_at_first, t[1].run);
+  }
+}
+
+/* Steps with layer statistics in one file only: two goldens record the
+ * same schedule (every early step), so there it is a difference; a trace
+ * records its own, so against a trace it is listed as not compared. */
+static void stats_only_in(const dlc_trace t[2], bool goldens, text *diff, text *skipped) {
+  for (int k = 0; k < 2; k++) {
+    int only = 0;
+    int64_t first = -1;
+    for (int i = 0; i < t[k].nstats; i++)
+      if (!stats_at(&t[1 - k], t[k].stats[i].step) && only++ == 0) first = t[k].stats[i].step;
+    if (only && goldens)
+      say(diff, "Layer statistics at %d step(s) only in %s (the first: step %lld). ", only,
+          t[k].run, (long long)first);
+    else if (only) say(skipped, "layer statistics at %d step(s) only in %s; ", only, t[k].run);
+  }
+}
+
+/* What a golden claims besides its numbers: the rules it is compared
+ * under, in order. */
+static void compare_tolerances(const dlc_golden_meta *m[2], const dlc_trace t[2], text *diff) {
+  bool same = m[0]->ntols == m[1]->ntols;
+  for (int i = 0; same && i < m[0]->ntols; i++)
+    same = !strcmp(m[0]->tols[i].quantity, m[1]->tols[i].quantity) &&
+           !strcmp(m[0]->tols[i].rule, m[1]->tols[i].rule);
+  if (!same) say(diff, "The goldens' tolerances differ (%s, %s). ", t[0].run, t[1].run);
+}
+
+/* The seed and the scenario file's hash decide what was computed; run,
+ * scenario and backend are labels (two machines, two names), not. */
+static void compare_identity(const dlc_trace t[2], text *diff) {
+  if (t[0].seed != t[1].seed)
+    say(diff, "Seed: %llu in %s, %llu in %s. ", (unsigned long long)t[0].seed, t[0].run,
+        (unsigned long long)t[1].seed, t[1].run);
+  if (t[0].scenario_hash != t[1].scenario_hash)
+    say(diff, "Scenario file hash: 0x%016llx in %s, 0x%016llx in %s. ",
+        (unsigned long long)t[0].scenario_hash, t[0].run, (unsigned long long)t[1].scenario_hash,
+        t[1].run);
+}
+
+static bool same_envelope_series(const dlc_envelope_series *a, const dlc_envelope_series *b) {
+  return !strcmp(a->name, b->name) && a->n == b->n &&
+         (a->n == 0 || !memcmp(a->v, b->v, (size_t)a->n * sizeof *a->v));
+}
+
+/* Where the envelopes of two calibrated goldens part (NULL: nowhere); the
+ * repeats' statistics are compared bit for bit, whatever the rule. */
+static const char *envelope_differs(const dlc_envelope *a, const dlc_envelope *b) {
+  if (a->repeats != b->repeats || memcmp(&a->widen, &b->widen, sizeof a->widen) ||
+      strcmp(a->perturbation, b->perturbation))
+    return "repeats, widening or perturbation";
+  if (a->nseries != b->nseries || a->nfinals != b->nfinals) return "what it covers";
+  for (int i = 0; i < a->nseries; i++)
+    if (!same_envelope_series(&a->series[i], &b->series[i])) return a->series[i].name;
+  for (int i = 0; i < a->nfinals; i++)
+    if (strcmp(a->finals[i].name, b->finals[i].name) ||
+        memcmp(a->finals[i].v, b->finals[i].v, sizeof a->finals[i].v))
+      return a->finals[i].name;
+  return NULL;
+}
+
+/* A calibrated golden's /envelope: against another one, compared; against
+ * a file without one (a trace, a single golden), listed. */
+static void compare_envelopes(const dlc_envelope e[2], const dlc_trace t[2], bool goldens,
+                              text *diff, text *skipped) {
+  const char *where = e[0].repeats && e[1].repeats ? envelope_differs(&e[0], &e[1]) : NULL;
+  if (where) say(diff, "The envelopes differ (%s). ", where);
+  for (int k = 0; k < 2 && !(e[0].repeats && e[1].repeats); k++)
+    if (e[k].repeats && goldens) say(diff, "Only %s is a calibrated golden. ", t[k].run);
+    else if (e[k].repeats) say(skipped, "the envelope of %s (only it has one); ", t[k].run);
+}
+
 /* Everything else a trace holds, in the order the files were named;
  * returns whether it all agrees. */
-static bool compare_rest(const dlc_trace t[2], const dlc_tolerance *tol, text *diff, text *done,
-                         text *skipped) {
-  int finals = 0, steps = 0, metrics = 0;
+static bool compare_rest(const dlc_trace t[2], const dlc_golden_meta *m[2], const dlc_envelope e[2],
+                         const dlc_check_spec *spec, const dlc_tolerance *tol, text *diff,
+                         text *done, text *skipped) {
+  int finals = 0, steps = 0, metrics = 0, notes = 0;
+  bool goldens = m[0]->golden && m[1]->golden;
+  compare_identity(t, diff);
+  compare_more_series(t, spec, tol, diff);
   compare_other_finals(t, tol, diff, &finals);
   compare_stats(t, tol, diff, &steps);
+  stats_only_in(t, goldens, diff, skipped);
+  if (goldens) compare_tolerances(m, t, diff);
+  compare_envelopes(e, t, goldens, diff, skipped);
   bool bitwise = tol->kind == DLC_TOL_BITWISE;
   if (bitwise) compare_digests(t, diff);
   compare_metrics(t, tol, diff, skipped, &metrics);
+  compare_notes(t, diff, skipped, &notes);
   series_only_in(&t[0], &t[1], skipped);
   series_only_in(&t[1], &t[0], skipped);
   say(done,
       "also compared: %d other final tensors (initial weights), layer statistics at %d "
-      "common step(s), %s, %d metrics",
+      "common step(s), %s, %d metrics, %d notes, the seeds and scenario hashes%s%s",
       finals, steps,
-      bitwise ? "per-step digests" : "not the per-step digests (bit hashes: bitwise only)",
-      metrics);
-  if (t[0].nnotes || t[1].nnotes) say(skipped, "notes (text: where each run computed); ");
+      bitwise ? "per-step digests" : "not the per-step digests (bit hashes: bitwise only)", metrics,
+      notes, goldens ? ", the goldens' tolerances" : "",
+      e[0].repeats && e[1].repeats ? ", the envelopes" : "");
+  say(skipped, "the labels run, scenario and backend, the recording time and version; ");
   return diff->n == 0;
 }
 
@@ -209,13 +348,15 @@ static void run_label(char name[DLC_NAME_MAX], const char *path, const char *whi
 static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
   static dlc_golden_meta ma, mb;
   dlc_trace t[2];
-  if (dlc_trace_load(pa, &t[0], &ma)) {
+  dlc_envelope e[2] = {{0}, {0}};
+  if (dlc_golden_load(pa, &t[0], &ma, &e[0])) {
     fprintf(stderr, "dlcheck compare: %s\n", dl_last_error());
     return EXIT_USAGE;
   }
-  if (dlc_trace_load(pb, &t[1], &mb)) {
+  if (dlc_golden_load(pb, &t[1], &mb, &e[1])) {
     fprintf(stderr, "dlcheck compare: %s\n", dl_last_error());
     dlc_trace_free(&t[0]);
+    dlc_envelope_free(&e[0]);
     return EXIT_USAGE;
   }
   /* Runs named by file; B is the equivalence check's reference (a), which
@@ -233,7 +374,8 @@ static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
   dlc_verdict_init(&v, "compare", "", "");
   int code = EXIT_USAGE;
   if (dlc_check_equivalence(&spec, t, 2, &v) == DL_OK) {
-    bool rest = compare_rest(t, tol, &diff, &done, &skipped);
+    const dlc_golden_meta *m[2] = {&ma, &mb};
+    bool rest = compare_rest(t, m, e, &spec, tol, &diff, &done, &skipped);
     if (!rest && v.kind == DLC_PASS) {
       v.kind = DLC_FAIL;
       size_t len = strlen(v.evidence);
@@ -258,6 +400,8 @@ static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
   }
   dlc_trace_free(&t[0]);
   dlc_trace_free(&t[1]);
+  dlc_envelope_free(&e[0]);
+  dlc_envelope_free(&e[1]);
   return code;
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Reliability, second pass (issue 25): file-size limits met without the
 # caller's help (SIGXFSZ left at its default, as in a user's CI), what
-# commands killed outright (kill -9) leave behind, and the folders of runs
-# that did not finish.
+# commands killed outright (kill -9) leave behind, the folders of runs that
+# did not finish, and every value of a golden compared.
 # Usage: test_reliability.sh PATH/TO/dlcheck
 set -u
 DLCHECK=$1
@@ -23,6 +23,18 @@ sed -e 's/name: small/name: wide/' -e 's/out: 16}/out: 256}/' -e 's/in: 16,/in: 
 # ---- 1. ulimit -f: EFBIG reported, never death by SIGXFSZ ------------------
 # The limit is set in a subshell that leaves SIGXFSZ at its default: dlcheck
 # itself must ignore it, as nothing in a user's CI does.
+# tally PREFIX FILE: a helper script's "ok   NAME" / "FAIL NAME" lines
+# counted as checks; other lines (what a FAIL left) shown as they are.
+tally() {
+  local line
+  while IFS= read -r line; do
+    case $line in
+      "ok   "*) ok "$1${line#ok   }" ;;
+      "FAIL "*) bad "$1${line#FAIL }" ;;
+      *) echo "$line" ;;
+    esac
+  done <"$2"
+}
 limited() { # KIB CMD...: runs CMD under ulimit -f KIB, output in $WORK/out
   local kib=$1
   shift
@@ -68,13 +80,7 @@ sed -e 's/name: wide/name: slow/' -e 's/^steps: 6/steps: 1000/' -e 's/limit: 256
   "$WORK/wide/scenario.yaml" >"$WORK/slow/scenario.yaml"
 if [ -x /usr/bin/python3 ]; then
   /usr/bin/python3 "$HERE/killed.py" "$DLCHECK" "$WORK" >"$WORK/killed" 2>&1
-  while IFS= read -r line; do
-    case $line in
-      "ok   "*) ok "${line#ok   }" ;;
-      "FAIL "*) bad "${line#FAIL }" ;;
-      *) echo "$line" ;;
-    esac
-  done <"$WORK/killed"
+  tally "" "$WORK/killed"
 else
   echo "skip killed commands: no /usr/bin/python3"
 fi
@@ -124,5 +130,20 @@ expect 0 "a run that finishes into it again" "$DLCHECK" run --golden-dir "$GOLDE
 # it are still the last run's
 limited 8 "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/small"
 expect 2 "a run that ended in an error leaves it refused" "$DLCHECK" report "$O"
+
+# ---- 4. every value a golden stores is compared, or listed as not ----------
+# One value of each kind of dataset and compared attribute of every
+# committed golden (those of the issue first; FLIP_BUDGET_S bounds the
+# time, FLIP_ALL=1 changes every dataset) changed and re-sealed: compare
+# must not call it equal.
+if /usr/bin/python3 -c "import h5py, numpy, xxhash" 2>/dev/null; then
+  first=("$ROOT"/golden/gpt_ckpt/cpu.h5 "$ROOT"/golden/gpt_accum/cpu.h5 "$ROOT"/golden/gpt_amp/cpu.h5)
+  rest=()
+  for g in "$ROOT"/golden/*/cpu.h5; do [[ " ${first[*]} " == *" $g "* ]] || rest+=("$g"); done
+  /usr/bin/python3 "$HERE/golden_flips.py" "$DLCHECK" "$WORK" "${first[@]}" "${rest[@]}" >"$WORK/flips" 2>&1
+  tally "changed and re-sealed: " "$WORK/flips"
+else
+  echo "skip changed goldens: no h5py, numpy or xxhash for /usr/bin/python3"
+fi
 
 finish
