@@ -17,11 +17,11 @@ static const char compare_help[] =
     "Compares two traces or goldens (B is the reference): every per-step series\n"
     "both hold, every final tensor (parameters, buffers, gradients, initial\n"
     "weights), the layer statistics at every step both recorded (two goldens: at\n"
-    "the same steps), the metrics and notes (both must hold the same ones), the\n"
+    "the same steps), the metrics and which notes (both must hold the same), the\n"
     "seeds and scenario hashes, two goldens' tolerances and envelopes and, under\n"
     "a bitwise rule, the per-step digests, under RULE (bitwise, ulp(N) or\n"
     "close(RTOL, ATOL); default bitwise); says what it did not compare (memory\n"
-    "metrics' values, the note backend, series only one file holds, the labels\n"
+    "metrics' values, the notes' texts, series only one file holds, the labels\n"
     "run/scenario/backend, when and by which version it was recorded; see\n"
     "docs/trace-format.md). Reports the first diverging step and\n"
     "tensor, the largest differences, and the environment keys that differ\n"
@@ -182,23 +182,18 @@ static const dlc_note *note(const dlc_trace *t, const char *name) {
   return NULL;
 }
 
-/* The note `backend` says where a run computed (this CPU's GEMM, that
- * GPU): it differs between machines by design and is listed as not
- * compared; every other note is evidence the run produced, compared as
- * text. */
+/* Notes are free text, evidence for people: where the run computed, the
+ * command line that started it. Two recordings of the same computation
+ * differ there, so texts are listed as not compared; which notes a file
+ * holds is compared (rank_mismatch or finals_converted appear only when
+ * that happened). */
 static void compare_notes(const dlc_trace t[2], text *diff, text *skipped, int *compared) {
-  bool backend = false;
   for (int k = 0; k < 2; k++)
-    for (int i = 0; i < t[k].nnotes; i++) {
-      const char *name = t[k].notes[i].name;
-      const dlc_note *other = note(&t[1 - k], name);
-      if (!strcmp(name, "backend")) backend = true;
-      else if (!other) say(diff, "Note %s is missing from %s. ", name, t[1 - k].run);
-      else if (k == 0 && ++*compared && strcmp(t[0].notes[i].text, other->text) != 0)
-        say(diff, "Note %s differs: '%.80s' (%s) vs '%.80s' (%s). ", name, t[0].notes[i].text,
-            t[0].run, other->text, t[1].run);
-    }
-  if (backend) say(skipped, "note backend (where each run computed); ");
+    for (int i = 0; i < t[k].nnotes; i++)
+      if (!note(&t[1 - k], t[k].notes[i].name))
+        say(diff, "Note %s is missing from %s. ", t[k].notes[i].name, t[1 - k].run);
+      else if (k == 0) ++*compared;
+  if (t[0].nnotes || t[1].nnotes) say(skipped, "the notes' texts (free text for people); ");
 }
 
 static void series_only_in(const dlc_trace *x, const dlc_trace *y, text *skipped) {
@@ -322,7 +317,7 @@ static bool compare_rest(const dlc_trace t[2], const dlc_golden_meta *m[2], cons
   series_only_in(&t[1], &t[0], skipped);
   say(done,
       "also compared: %d other final tensors (initial weights), layer statistics at %d "
-      "common step(s), %s, %d metrics, %d notes, the seeds and scenario hashes%s%s",
+      "common step(s), %s, %d metrics, %d note names, the seeds and scenario hashes%s%s",
       finals, steps,
       bitwise ? "per-step digests" : "not the per-step digests (bit hashes: bitwise only)", metrics,
       notes, goldens ? ", the goldens' tolerances" : "",

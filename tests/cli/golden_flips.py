@@ -42,6 +42,7 @@ NOT_COMPARED = {
     "@recorded_at", "@dlcheck_version",  # when and by what, not what
     "@scenario_hash_hex",  # written for people, not read (scenario_hash is)
     "@golden_kind",  # read to find /envelope
+    "notes/texts",  # free text for people (the command line, where it ran)
 }
 COLUMNS = re.compile(r"^stats/\d+/values@columns$")  # written, not read
 MEMORY = re.compile(r"peak|bytes")  # metric values: how the run executed
@@ -74,15 +75,11 @@ def changed_string(s):
 
 def which_element(f, path, flat):
     """The last element, but for metric values the last one compare
-    compares (memory metrics' values are documented as not compared) and
-    for notes the last one that is not `backend`."""
-    names = {"metrics/values": "metrics/names", "notes/texts": "notes/names",
-             "notes/names": "notes/names"}.get(path)
-    if not names:
+    compares (memory metrics' values are documented as not compared)."""
+    if path != "metrics/values":
         return flat.size - 1
-    skip = MEMORY if path == "metrics/values" else re.compile(r"^backend$")
-    listed = [n.decode() if isinstance(n, bytes) else n for n in f[names][()]]
-    usable = [i for i, n in enumerate(listed) if not skip.search(n)]
+    listed = [n.decode() if isinstance(n, bytes) else n for n in f["metrics/names"][()]]
+    usable = [i for i, n in enumerate(listed) if not MEMORY.search(n)]
     return usable[-1] if usable else None
 
 
