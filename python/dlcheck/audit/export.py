@@ -541,7 +541,9 @@ def _own(ctx: Context, model: torch.nn.Module, cases: list[Case], folder: str,
         trace, warned = [], []
         notes.append(f"torch.jit.trace failed ({type(e).__name__}: {_first_line(e)})")
     try:
-        scripted = torch.jit.script(copy.deepcopy(model).eval())
+        with warnings.catch_warnings():  # torch's remarks on the audit's own scripting
+            warnings.simplefilter("ignore")
+            scripted = torch.jit.script(copy.deepcopy(model).eval())
         script = [compare(scripted, c) for c in cases]
     except Exception as e:  # script cannot compile much Python
         script = []
