@@ -7,20 +7,12 @@ a6_optimizer_step_bypasses_scaler_fixed.py)."""
 import torch
 import torch.nn.functional as F
 
-from common import DEVICE, DTYPE, batches, evaluate, mlp, train  # noqa: F401
-from dlcheck.audit import CpuGradScaler
-
-
-def make_model():
-    return mlp(64)
+from a2_clip_before_unscale import make_model, make_scaler  # noqa: F401
+from common import DEVICE, DTYPE, batches, evaluate, train  # noqa: F401
 
 
 def make_optimizer(model):
     return torch.optim.SGD(model.parameters(), lr=0.01)
-
-
-def make_scaler():
-    return torch.cuda.amp.GradScaler() if DEVICE == "cuda" else CpuGradScaler(init_scale=2.0 ** 12)
 
 
 def train_step(model, optimizer, micro_batches, scaler=None):
