@@ -21,7 +21,9 @@ static const char report_help[] =
     "Evaluates the checks again, prints the report and rewrites report.json,\n"
     "junit.xml and report.html in DIR. Exit codes as for run. A DIR whose run did\n"
     "not finish (DIR/.incomplete is there: the run was stopped, killed, or ended\n"
-    "in an error) is refused with exit 2.\n";
+    "in an error) is refused with exit 2. Only the scenarios DIR/manifest.txt names\n"
+    "are reported: those of the run that wrote DIR, not folders an earlier run of\n"
+    "other scenarios left in DIR/traces.\n";
 
 static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
@@ -29,7 +31,7 @@ static int by_name(const void *a, const void *b) {
 
 /* The scenario folders under traces/, in name order (*names, *n); EXIT_USAGE
  * on failure, else -1. */
-static int list_scenarios(const char *traces, const char *dir, char ***names, int *n) {
+static int list_folders(const char *traces, const char *dir, char ***names, int *n) {
   *names = NULL;
   *n = 0;
   DIR *d = opendir(traces);
@@ -54,7 +56,41 @@ static int list_scenarios(const char *traces, const char *dir, char ***names, in
   return -1;
 }
 
-/* Every scenario folder is in the report: one that cannot be reloaded is
+static bool named(char *const *names, int n, const char *name) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(names[i], name)) return true;
+  return false;
+}
+
+/* The scenarios of the run that wrote dir: those its manifest names, in
+ * the run's order, saying which folders an earlier run left beside them;
+ * without a manifest (written before there were any) every folder. */
+static int list_scenarios(const char *traces, const char *dir, char ***names, int *n) {
+  char **folders;
+  int nfolders;
+  int code = list_folders(traces, dir, &folders, &nfolders);
+  if (code >= 0) return code;
+  if (dlc_report_read_manifest(dir, names, n)) {
+    fprintf(stderr, "dlcheck report: %s\n", dl_last_error());
+    dlc_report_names_free(folders, nfolders);
+    return EXIT_USAGE;
+  }
+  if (*n < 0) {
+    *names = folders;
+    *n = nfolders;
+    return -1;
+  }
+  for (int i = 0; i < nfolders; i++)
+    if (!named(*names, *n, folders[i]))
+      fprintf(stderr,
+              "dlcheck report: %s/%s: left out, an earlier run's (%s/%s names the scenarios of "
+              "the run that wrote %s)\n",
+              traces, folders[i], dir, DLC_REPORT_MANIFEST, dir);
+  dlc_report_names_free(folders, nfolders);
+  return -1;
+}
+
+/* Every scenario of the run is in the report: one that cannot be reloaded is
  * an ERROR there (and exit 2), never left out. */
 static int reload_all(const char *dir, bool verbose) {
   char traces[4096];
@@ -92,8 +128,7 @@ static int reload_all(const char *dir, bool verbose) {
   }
   for (int i = 0; results && i < n; i++) dlc_result_free(&results[i]);
   free(results);
-  for (int i = 0; i < n; i++) free(names[i]);
-  free(names);
+  dlc_report_names_free(names, n);
   return code;
 }
 

@@ -44,7 +44,8 @@ static const char run_help[] =
     "                       rank's batch is the run's global batch / N)\n"
     "  --pitfalls           also run each pitfall variant; it must be caught by its check\n"
     "  --out DIR            write report.json, junit.xml and report.html into DIR, and\n"
-    "                       every trace under DIR/traces (for `dlcheck report DIR`)\n"
+    "                       every trace under DIR/traces, with manifest.txt naming this\n"
+    "                       run's scenarios (for `dlcheck report DIR`)\n"
     "  --golden-dir DIR     goldens under DIR/<scenario>/<device>.h5 (default ROOT/golden)\n"
     "  --repeat N           record: a calibrated golden from N >= 3 repeats of the\n"
     "                       reference run (CPU: the engine's order and N-1 perturbed\n"
@@ -313,12 +314,15 @@ static int mark_out(run_args *a) {
   return -1;
 }
 
-/* The reports, then the marker's removal: the last thing the run writes.
+/* The reports and the manifest naming this run's scenarios (an earlier
+ * run's folders may be beside them), then the marker's removal: the last
+ * thing the run writes.
  * A run that ended in an error (code 2) keeps the marker: the traces of
  * the scenario that failed may be partial or an earlier run's, which
  * `report DIR` would evaluate again as if they were this run's. */
 static int finish_out(const run_args *a, const dlc_scenario_result *results, int n, int code) {
   dl_status st = dlc_report_write_all(a->out, results, n, cli_env_json());
+  if (!st) st = dlc_report_write_manifest(a->out, results, n);
   if (!st && code != EXIT_USAGE) st = dlc_report_mark_complete(a->out);
   if (!st) return -1;
   fprintf(stderr, "dlcheck: writing reports to %s: %s\n", a->out, dl_last_error());
@@ -430,7 +434,8 @@ int cmd_run(int argc, char **argv, bool record) {
    * scenario is about to run: bad input alone creates nothing. */
   struct stat out_st;
   if (code < 0 && a.out && !record && rank0 && stat(a.out, &out_st) == 0) code = mark_out(&a);
-  if (code < 0 && a.out && !record && rank0 && dlc_report_remove_all(a.out)) {
+  if (code < 0 && a.out && !record && rank0 &&
+      (dlc_report_remove_all(a.out) || dlc_report_remove_manifest(a.out))) {
     fprintf(stderr, "dlcheck: --out %s: %s\n", a.out, dl_last_error());
     code = EXIT_USAGE;
   }

@@ -30,6 +30,10 @@ dl_status dlc_report_file_open(dlc_report_file *rf, const char *path, const char
  * the first failure. */
 dl_status dlc_report_file_close(dlc_report_file *rf, dl_status s);
 
+/* path := dir/name, refused (DL_ERR_INVALID) when dir is empty or the
+ * path too long: the files of a run's folder (the marker, the manifest). */
+dl_status dlc_report_folder_file(const char *dir, const char *name, char path[DLC_PATH_MAX]);
+
 /* Decodes one UTF-8 character at s (s[0] != 0): its code point in *cp and
  * the bytes it takes. Invalid or truncated sequences give U+FFFD and 1. */
 int dlc_utf8_next(const char *s, uint32_t *cp);

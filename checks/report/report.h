@@ -99,4 +99,22 @@ dl_status dlc_report_mark_complete(const char *dir);
 /* DL_ERR_INVALID, saying the run did not finish, if dir holds the marker. */
 dl_status dlc_report_check_complete(const char *dir);
 
+/* The scenarios of the run that wrote a folder (docs/design.md): `run
+ * --out DIR` writes DIR/manifest.txt after its reports and before it
+ * removes the marker, naming the scenario folders of DIR/traces it wrote,
+ * in its order (a first line saying what the file is, then one name per
+ * line); `report DIR` reports those and leaves out the folders an earlier
+ * run of other scenarios left there. A run removes the earlier manifest
+ * with the earlier reports. */
+#define DLC_REPORT_MANIFEST "manifest.txt"
+dl_status dlc_report_write_manifest(const char *dir, const dlc_scenario_result *results, int n);
+dl_status dlc_report_remove_manifest(const char *dir);
+/* *names := the manifest's scenario folders, *n of them (free with
+ * dlc_report_names_free); *n = -1 and *names NULL when dir holds no
+ * manifest (a folder written before manifests: every folder is the run's).
+ * A manifest that is not one or names something other than a plain folder
+ * name (no '/', never "." or "..") is refused with DL_ERR_FORMAT. */
+dl_status dlc_report_read_manifest(const char *dir, char ***names, int *n);
+void dlc_report_names_free(char **names, int n);
+
 #endif

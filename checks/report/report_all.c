@@ -3,6 +3,7 @@
 #include "report/report.h"
 
 #include "atomic_file.h"
+#include "report/format.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -72,9 +73,9 @@ dl_status dlc_report_write_all(const char *dir, const dlc_scenario_result *resul
 
 /* ---- a run that has not finished ------------------------------------------ */
 
-static dl_status marker_path(const char *dir, char path[DLC_PATH_MAX]) {
+dl_status dlc_report_folder_file(const char *dir, const char *name, char path[DLC_PATH_MAX]) {
   if (!dir || !dir[0]) return dl_fail(DL_ERR_INVALID, "reports: no output folder given");
-  if (snprintf(path, DLC_PATH_MAX, "%s/%s", dir, DLC_REPORT_INCOMPLETE) >= DLC_PATH_MAX)
+  if (snprintf(path, DLC_PATH_MAX, "%s/%s", dir, name) >= DLC_PATH_MAX)
     return dl_fail(DL_ERR_INVALID, "report folder %.60s... is longer than %d bytes", dir,
                    DLC_PATH_MAX - 1);
   return DL_OK;
@@ -82,7 +83,7 @@ static dl_status marker_path(const char *dir, char path[DLC_PATH_MAX]) {
 
 dl_status dlc_report_mark_incomplete(const char *dir) {
   char path[DLC_PATH_MAX];
-  DL_TRY(marker_path(dir, path));
+  DL_TRY(dlc_report_folder_file(dir, DLC_REPORT_INCOMPLETE, path));
   DL_TRY(make_dir(dir));
   static const char text[] =
       "A dlcheck run is writing this folder, or it stopped before its end (a signal,\n"
@@ -101,7 +102,7 @@ dl_status dlc_report_mark_incomplete(const char *dir) {
 
 dl_status dlc_report_mark_complete(const char *dir) {
   char path[DLC_PATH_MAX];
-  DL_TRY(marker_path(dir, path));
+  DL_TRY(dlc_report_folder_file(dir, DLC_REPORT_INCOMPLETE, path));
   if (unlink(path) == 0 || errno == ENOENT) return DL_OK;
   return dl_fail(DL_ERR_IO,
                  "cannot remove %s: %s (the reports are written, but `dlcheck report %s` will "
@@ -111,7 +112,7 @@ dl_status dlc_report_mark_complete(const char *dir) {
 
 dl_status dlc_report_check_complete(const char *dir) {
   char path[DLC_PATH_MAX];
-  DL_TRY(marker_path(dir, path));
+  DL_TRY(dlc_report_folder_file(dir, DLC_REPORT_INCOMPLETE, path));
   struct stat st;
   if (lstat(path, &st) != 0) return DL_OK;
   return dl_fail(DL_ERR_INVALID,

@@ -90,9 +90,10 @@ cp -r "$WORK/small" "$WORK/bad/small"
 expect 2 "a broken scenario among others" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/bad"
 grep -c '<testsuite ' "$O/junit.xml" | grep -qx 2 && not_claiming_success "both listed, none passing" "$O"
 # report DIR never drops a scenario it cannot reload
-expect 0 "report DIR" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/small"
-cp -r "$O/traces/small" "$O/traces/small2"
-sed -i 's/^name: small/name: small2/' "$O/traces/small2/scenario.yaml"
+mkdir -p "$WORK/two/small2"
+cp -r "$WORK/small" "$WORK/two/small"
+sed 's/^name: small/name: small2/' "$WORK/small/scenario.yaml" >"$WORK/two/small2/scenario.yaml"
+expect 0 "report DIR" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/two"
 printf 'garbage: [\n' >"$O/traces/small/scenario.yaml"
 expect 2 "report DIR with one scenario damaged" "$DLCHECK" report "$O"
 grep -c '<testsuite ' "$O/junit.xml" | grep -qx 2 && grep -q '"ok": false' "$O/report.json" &&

@@ -146,4 +146,27 @@ else
   echo "skip changed goldens: no h5py, numpy or xxhash for /usr/bin/python3"
 fi
 
+# ---- 5. report DIR shows this run's scenarios, not an earlier run's --------
+# run --out DIR over a folder that held an earlier run of other scenarios:
+# their folders stay in DIR/traces, and report DIR must not list them.
+O=$WORK/reused
+mkdir -p "$WORK/earlier/other"
+sed 's/^name: small/name: other/' "$WORK/small/scenario.yaml" >"$WORK/earlier/other/scenario.yaml"
+expect 0 "an earlier run of another scenario" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/earlier/other"
+expect 0 "a later run of this one into the same folder" "$DLCHECK" run --golden-dir "$GOLDEN" --out "$O" "$WORK/small"
+expect 0 "report DIR" "$DLCHECK" report "$O"
+if grep -q '"name": "other"' "$O/report.json" || grep -q 'testsuite name="other"' "$O/junit.xml" ||
+  grep -q '^ *\(ok\|FAIL\|skip\) *other' "$WORK/out"; then
+  bad "report DIR leaves out the earlier run's scenario" "$WORK/out"
+else ok "report DIR leaves out the earlier run's scenario"; fi
+grep -q '"name": "small"' "$O/report.json" && ok "and reports this run's" || bad "and reports this run's" "$O/report.json"
+contains "saying which folder it left out" "traces/other: left out"
+# a damaged manifest is refused, never read as "every folder"
+cp "$O/manifest.txt" "$WORK/manifest.orig"
+printf 'small\n' >"$O/manifest.txt"
+expect 2 "a manifest dlcheck did not write is refused" "$DLCHECK" report "$O"
+{ head -1 "$WORK/manifest.orig"; echo ../../etc; } >"$O/manifest.txt"
+expect 2 "a manifest naming a path is refused" "$DLCHECK" report "$O"
+contains "saying it is not a folder name" "is not a scenario folder name"
+
 finish
