@@ -41,6 +41,7 @@ static void ignore_file_size_signal(void) {
  * crashes on (engine/h5.h): the exit code is kept by leaving with _exit. */
 int main(int argc, char **argv) {
   ignore_file_size_signal();
+  dl_h5_quiet_for_good();
   int code = command(argc, argv);
   cli_signals_stop();
   if (dl_h5_close_failed()) {

@@ -16,6 +16,8 @@ dl_h5_quiet dl_h5_quiet_begin(void) {
 
 void dl_h5_quiet_end(dl_h5_quiet q) { H5Eset_auto2(H5E_DEFAULT, q.fn, q.data); }
 
+void dl_h5_quiet_for_good(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
 /* The innermost error is the specific one ("truncated file: eof = ..."); the
  * outer ones only say which API call failed. A failed write's text spans
  * lines ("file write failed: time = ...\n, filename = ..., errno = 28, ...")

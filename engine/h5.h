@@ -19,6 +19,14 @@ typedef struct dl_h5_quiet {
 
 dl_h5_quiet dl_h5_quiet_begin(void);
 void dl_h5_quiet_end(dl_h5_quiet q);
+/* Printing off for the rest of the process, for a program that reports
+ * every error through dl_fail (the CLI). It also keeps HDF5's exit handler
+ * quiet, which prints only where printing is on: HDF5 1.10 loses memory on
+ * some error paths of damaged files (an object header whose checksum fails
+ * in its metadata cache), and its exit handler would then print "HDF5:
+ * infinite loop closing library" and a line of the interfaces it could not
+ * close, after dlcheck's own message. */
+void dl_h5_quiet_for_good(void);
 
 /* The innermost (most specific) message of HDF5's current error stack
  * into buf, or "no detail from HDF5"; returns buf. Takes the stack, so call
