@@ -21,6 +21,7 @@ packages=(
   libopenblas-dev libopenblas0-pthread  # benchmark peer
   python3-onnx python3-protobuf python3-flatbuffers python3-coloredlogs python3-sympy
   python3-packaging python3-pip  # the audit's export family (onnxruntime's dependencies)
+  python3-tqdm python3-fsspec python3-yaml python3-typing-extensions  # pytorch-lightning's
 )
 
 missing=()
@@ -40,6 +41,19 @@ if ! /usr/bin/python3 -c "import onnxruntime, sys; sys.exit(onnxruntime.__versio
   $sudo_cmd /usr/bin/python3 -m pip install -q --no-deps --break-system-packages "onnxruntime==$ORT_VERSION"
 fi
 
+# PyTorch Lightning for dlcheck.integrations.lightning and its test: 2.2.5 is
+# the newest that runs on Debian's torch 1.13 (2.3 needs torch 2.0), with the
+# lightning-utilities and torchmetrics of its time; their other dependencies
+# are the Debian packages above, so --no-deps keeps PyPI's torch out.
+lightning=(pytorch-lightning==2.2.5 lightning-utilities==0.11.2 torchmetrics==1.4.0)
+for pin in "${lightning[@]}"; do
+  if ! /usr/bin/python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${pin%==*}') != '${pin#*==}')" 2>/dev/null; then
+    $sudo_cmd /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps \
+      --break-system-packages "${lightning[@]}"
+    break
+  fi
+done
+
 # The Python package's build backend (python/pyproject.toml), which Debian 12
 # lacks: the pinned version from PyPI, into Debian's Python (its own
 # dependencies, packaging and pathspec, are the Debian packages above). The
@@ -50,4 +64,4 @@ if ! /usr/bin/python3 -c "import importlib.metadata as m, sys; sys.exit(m.versio
   $sudo_cmd /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps \
     --break-system-packages "$skbuild"
 fi
-echo "deps: all ${#packages[@]} packages present, $skbuild"
+echo "deps: all ${#packages[@]} packages present, $skbuild, ${lightning[*]}, onnxruntime==$ORT_VERSION"

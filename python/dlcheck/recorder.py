@@ -329,7 +329,7 @@ class Recorder:
         self._observed = norm
         return norm
 
-    def step(self, loss: Any, grad_norm: Any = None) -> None:
+    def step(self, loss: Any, grad_norm: Any = None, lr: Any = None) -> None:
         """Records one optimizer step; call it after optimizer.step() (with
         AMP: after scaler.step() and scaler.update()) and before zero_grad().
 
@@ -338,6 +338,9 @@ class Recorder:
                    None: the norm observe_grads() measured in this step,
                    else the norm of .grad now (the same as grad_norm_clipped:
                    right when you do not clip)
+        lr         the learning rate the step used; None: param_groups[0]["lr"]
+                   now (give it when a scheduler has stepped since, as
+                   Lightning's does before its on_train_batch_end)
         An inf or NaN loss is recorded as it is: a diverging run is what the
         nonfinite check locates (pitfall N1), so it must reach the trace.
         TypeError for a loss that is not a real scalar, RuntimeError when no
@@ -351,7 +354,8 @@ class Recorder:
         clipped = self._norm(grads)
         if norm_given is None:
             norm_given = self._observed if self._observed is not None else clipped
-        lr = _as_float("param_groups[0]['lr']", self.optimizer.param_groups[0]["lr"])
+        lr = _as_float("lr", lr) if lr is not None else \
+            _as_float("param_groups[0]['lr']", self.optimizer.param_groups[0]["lr"])
         scale, skipped = 1.0, False
         if self.scaler is not None:
             scale = float(self.scaler.get_scale())

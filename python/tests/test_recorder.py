@@ -266,6 +266,18 @@ def test_bad_losses_are_refused_and_nothing_is_recorded(tmp_path, loss, err):
     assert os.listdir(tmp_path) == []
 
 
+def test_the_lr_a_step_used_can_be_given(tmp_path):
+    # Lightning steps a per-step scheduler before its batch-end hook: the
+    # caller passes the lr read before, and a bad one records nothing.
+    model, opt, rec = new_run(tmp_path)
+    train(rec, model, opt, steps=1)
+    rec.step(1.0, lr=torch.tensor(0.25))
+    assert rec.series["lr"] == [opt.param_groups[0]["lr"], 0.25]
+    with pytest.raises(TypeError, match="lr"):
+        rec.step(1.0, lr="0.1")
+    assert rec.steps == 2 and all(len(v) == 2 for v in rec.series.values())
+
+
 def test_a_diverged_run_is_recorded_and_the_c_check_finds_it(tmp_path, run_c):
     # N1 needs the inf/NaN in the trace: the recorder keeps it, and the C
     # harness's nonfinite check names the step.
