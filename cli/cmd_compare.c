@@ -13,6 +13,7 @@
 
 static const char compare_help[] =
     "usage: dlcheck compare [--tolerance RULE] A.h5 B.h5\n"
+    "       dlcheck compare --envelope A.h5 CALIBRATED.h5\n"
     "\n"
     "Compares two traces or goldens (B is the reference): every per-step series\n"
     "both hold, every final tensor (parameters, buffers, gradients, initial\n"
@@ -26,7 +27,12 @@ static const char compare_help[] =
     "docs/trace-format.md). Reports the first diverging step and\n"
     "tensor, the largest differences, and the environment keys that differ\n"
     "between the machines that recorded them, always A's value first, then B's.\n"
-    "Exit 0 if they agree, 1 if not.\n";
+    "\n"
+    "--envelope gates A by B's envelope instead, as `dlcheck run` gates a run by a\n"
+    "calibrated golden (B made by record --repeat or --repeat-from): every series\n"
+    "value and final tensor of the envelope must lie within its widened band\n"
+    "(docs/calibrated-goldens.md).\n"
+    "Exit 0 if they agree, 1 if not, 2 for bad usage or a file that cannot be read.\n";
 
 /* The equivalence check's part: every series both hold, and the final
  * parameters, buffers and gradients. */
@@ -340,7 +346,64 @@ static void run_label(char name[DLC_NAME_MAX], const char *path, const char *whi
   snprintf(name, DLC_NAME_MAX, "%s: ...%s", which, path + n - (size_t)keep);
 }
 
-static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
+/* Everything both files hold, under tol: the verdict's exit code. */
+static int compare_all(dlc_trace t[2], const dlc_golden_meta *m[2], const dlc_envelope e[2],
+                       const dlc_tolerance *tol) {
+  dlc_check_spec spec = {.name = "compare", .kind = "equivalence", .tol = *tol};
+  snprintf(spec.a, sizeof spec.a, "%s", t[1].run);
+  snprintf(spec.b, sizeof spec.b, "%s", t[0].run);
+  add_series(&spec, &t[0], &t[1]);
+  static dlc_verdict v;
+  static text diff, done, skipped;
+  diff.n = done.n = skipped.n = 0;
+  diff.s[0] = done.s[0] = skipped.s[0] = '\0';
+  dlc_verdict_init(&v, "compare", "", "");
+  if (dlc_check_equivalence(&spec, t, 2, &v)) {
+    fprintf(stderr, "dlcheck compare: %s\n", dl_last_error());
+    return EXIT_USAGE;
+  }
+  bool rest = compare_rest(t, m, e, &spec, tol, &diff, &done, &skipped);
+  if (!rest && v.kind == DLC_PASS) {
+    v.kind = DLC_FAIL;
+    size_t len = strlen(v.evidence);
+    if (len && v.evidence[len - 1] == '.') len--;
+    printf("%s: %.*s, but they differ in the rest: %s\n", dlc_verdict_name(v.kind), (int)len,
+           v.evidence, diff.s);
+  } else {
+    printf("%s: %s%s%s\n", dlc_verdict_name(v.kind), v.evidence, rest ? "" : " ", diff.s);
+  }
+  printf("(%s", done.s);
+  if (skipped.n) printf("; not compared: %.*s", (int)skipped.n - 2, skipped.s);
+  printf(")\n");
+  return v.kind == DLC_PASS ? EXIT_PASS : EXIT_CHECK_FAILED;
+}
+
+/* --envelope: A gated by B's envelope, as `dlcheck run` gates a run by a
+ * calibrated golden (judge/envelope.h). */
+static int compare_in_envelope(const dlc_trace t[2], const dlc_envelope *e, const char *pb) {
+  if (!e->repeats) {
+    fprintf(stderr,
+            "dlcheck compare --envelope: %s is not a calibrated golden (it has no /envelope); "
+            "make one from repeated runs with `dlcheck record --repeat-from`, or compare "
+            "without --envelope\n",
+            pb);
+    return EXIT_USAGE;
+  }
+  static dlc_verdict v;
+  dlc_verdict_init(&v, "compare", "", "");
+  if (dlc_envelope_check(e, &t[1], &t[0], &v)) {
+    fprintf(stderr, "dlcheck compare: %s\n", dl_last_error());
+    return EXIT_USAGE;
+  }
+  printf("%s: %s\n", dlc_verdict_name(v.kind), v.evidence);
+  printf("(compared: the %d series and %d final tensors of the envelope, each within %g times "
+         "the spread of its %d repeats; not compared: layer statistics, digests, metrics, "
+         "notes, seeds)\n",
+         e->nseries, e->nfinals, e->widen, e->repeats);
+  return v.kind == DLC_PASS ? EXIT_PASS : EXIT_CHECK_FAILED;
+}
+
+static int compare(const char *pa, const char *pb, const dlc_tolerance *tol, bool envelope) {
   static dlc_golden_meta ma, mb;
   dlc_trace t[2];
   dlc_envelope e[2] = {{0}, {0}};
@@ -358,36 +421,9 @@ static int compare(const char *pa, const char *pb, const dlc_tolerance *tol) {
    * its evidence names second: "A.h5 vs B.h5". */
   run_label(t[0].run, pa, "A");
   run_label(t[1].run, pb, "B");
-  dlc_check_spec spec = {.name = "compare", .kind = "equivalence", .tol = *tol};
-  snprintf(spec.a, sizeof spec.a, "%s", t[1].run);
-  snprintf(spec.b, sizeof spec.b, "%s", t[0].run);
-  add_series(&spec, &t[0], &t[1]);
-  static dlc_verdict v;
-  static text diff, done, skipped;
-  diff.n = done.n = skipped.n = 0;
-  diff.s[0] = done.s[0] = skipped.s[0] = '\0';
-  dlc_verdict_init(&v, "compare", "", "");
-  int code = EXIT_USAGE;
-  if (dlc_check_equivalence(&spec, t, 2, &v) == DL_OK) {
-    const dlc_golden_meta *m[2] = {&ma, &mb};
-    bool rest = compare_rest(t, m, e, &spec, tol, &diff, &done, &skipped);
-    if (!rest && v.kind == DLC_PASS) {
-      v.kind = DLC_FAIL;
-      size_t len = strlen(v.evidence);
-      if (len && v.evidence[len - 1] == '.') len--;
-      printf("%s: %.*s, but they differ in the rest: %s\n", dlc_verdict_name(v.kind), (int)len,
-             v.evidence, diff.s);
-    } else {
-      printf("%s: %s%s%s\n", dlc_verdict_name(v.kind), v.evidence, rest ? "" : " ", diff.s);
-    }
-    printf("(%s", done.s);
-    if (skipped.n) printf("; not compared: %.*s", (int)skipped.n - 2, skipped.s);
-    printf(")\n");
-    code = v.kind == DLC_PASS ? EXIT_PASS : EXIT_CHECK_FAILED;
-  } else {
-    fprintf(stderr, "dlcheck compare: %s\n", dl_last_error());
-  }
-  if (ma.env_json[0] && mb.env_json[0]) {
+  const dlc_golden_meta *m[2] = {&ma, &mb};
+  int code = envelope ? compare_in_envelope(t, &e[1], pb) : compare_all(t, m, e, tol);
+  if (code != EXIT_USAGE && ma.env_json[0] && mb.env_json[0]) {
     int ndiff = 0;
     printf("\nenvironment (%s -> %s):\n", pa, pb);
     if (dlc_env_diff(ma.env_json, mb.env_json, stdout, &ndiff) == DL_OK && ndiff == 0)
@@ -404,12 +440,16 @@ int cmd_compare(int argc, char **argv) {
   dlc_tolerance tol = dlc_tolerance_bitwise();
   const char *files[2];
   int nfiles = 0;
+  bool envelope = false, rule = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       fputs(compare_help, stdout);
       return EXIT_PASS;
     }
-    if (!strcmp(argv[i], "--tolerance") && i + 1 < argc) {
+    if (!strcmp(argv[i], "--envelope")) {
+      envelope = true;
+    } else if (!strcmp(argv[i], "--tolerance") && i + 1 < argc) {
+      rule = true;
       if (dlc_tolerance_parse(argv[++i], &tol)) {
         fprintf(stderr, "dlcheck compare: %s\n", dl_last_error());
         return EXIT_USAGE;
@@ -425,5 +465,10 @@ int cmd_compare(int argc, char **argv) {
     fprintf(stderr, "dlcheck compare: name two trace files\n%s", compare_help);
     return EXIT_USAGE;
   }
-  return compare(files[0], files[1], &tol);
+  if (envelope && rule) {
+    fprintf(stderr, "dlcheck compare: --envelope gates by the golden's envelope, not by a "
+                    "--tolerance rule: give one of them\n");
+    return EXIT_USAGE;
+  }
+  return compare(files[0], files[1], &tol, envelope);
 }

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
 
+import h5py
 import pytest
 
 from .audit import FAMILIES, AuditResult, run_audit
@@ -177,12 +178,14 @@ def trace_path(trace: Trace) -> str:
     return trace.save() if isinstance(trace, Recorder) else os.fspath(trace)
 
 
-def compare(binary: str, a: Trace, b: Trace, rule: Optional[str] = None) -> str:
-    """`dlcheck compare [--tolerance RULE] A B` (B the reference): its text
-    when they agree; pytest.fail with the comparison's text when they do
-    not, with its message when it could not compare."""
+def compare(binary: str, a: Trace, b: Trace, rule: Optional[str] = None,
+            envelope: bool = False) -> str:
+    """`dlcheck compare [--tolerance RULE | --envelope] A B` (B the
+    reference): its text when they agree; pytest.fail with the comparison's
+    text when they do not, with its message when it could not compare."""
     a_path, b_path = trace_path(a), trace_path(b)
-    cmd = [binary, "compare", *(["--tolerance", rule] if rule else []), a_path, b_path]
+    how = ["--envelope"] if envelope else ["--tolerance", rule] if rule else []
+    cmd = [binary, "compare", *how, a_path, b_path]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, DLCHECK_NO_CUDA_PROBE="1"))
     if r.returncode == 1:
@@ -236,9 +239,12 @@ def dlcheck_compare(request: pytest.FixtureRequest) -> Callable[..., str]:
 def dlcheck_golden(request: pytest.FixtureRequest) -> Callable[..., str]:
     """gate(run, golden, rule=None) -> the comparison's text: the run (a
     trace path or a Recorder) against the committed golden trace (relative
-    to pytest's rootdir) with `dlcheck compare`; fails the test with its
-    text when they differ, or when there is no golden. Under
-    --dlcheck-record-goldens it writes the run as the golden instead."""
+    to pytest's rootdir) with `dlcheck compare`: under RULE (default
+    bitwise), or, for a calibrated golden (`dlcheck record --repeat-from`
+    of repeated runs) and no RULE, within the golden's envelope
+    (`--envelope`). Fails the test with the comparison's text when they
+    differ, or when there is no golden. Under --dlcheck-record-goldens it
+    writes the run as the (single) golden instead."""
     config = request.config
 
     def gate(run: Trace, golden: Union[str, os.PathLike], rule: Optional[str] = None) -> str:
@@ -250,9 +256,20 @@ def dlcheck_golden(request: pytest.FixtureRequest) -> Callable[..., str]:
         if not target.is_file():
             pytest.fail(f"no golden at {target}: record it with pytest --dlcheck-record-goldens",
                         pytrace=False)
-        return compare(binary_of(config), run, target, rule)
+        return compare(binary_of(config), run, target, rule,
+                       envelope=rule is None and is_calibrated(target))
 
     return gate
+
+
+def is_calibrated(golden: Path) -> bool:
+    """Whether the file holds a calibrated golden's /envelope (a file h5py
+    cannot open is left to `dlcheck compare`, whose message says why)."""
+    try:
+        with h5py.File(golden, "r") as f:
+            return "envelope" in f
+    except OSError:
+        return False
 
 
 def write_golden(trace: str, golden: Path) -> None:

@@ -183,6 +183,34 @@ def test_golden_gate_fails_on_a_changed_learning_rate(pytester: pytest.Pytester,
     assert "lr" in result.stdout.str()
 
 
+def test_golden_gate_by_a_calibrated_goldens_envelope(pytester: pytest.Pytester,
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      run_c) -> None:
+    # Three recorded repeats make the calibrated golden (bitwise alike on the
+    # CPU, so the band is one float32 ulp wide): the same run passes inside
+    # it, lr 0.11 leaves it; the gate chose --envelope by itself.
+    pytester.makepyfile(training=TRAINING)
+    pytester.makepyfile(test_gate="""
+        from training import train
+
+        def test_still_matches(dlcheck_recorder, dlcheck_golden):
+            print(dlcheck_golden(train(dlcheck_recorder), "golden/mlp.h5"))
+        """)
+    for k in range(3):
+        pytester.runpytest(*PLUGIN, "--dlcheck-record-goldens").assert_outcomes(passed=1)
+        os.replace(pytester.path / "golden" / "mlp.h5", pytester.path / f"repeat{k}.h5")
+    r = run_c("record", "--repeat-from", *(str(pytester.path / f"repeat{k}.h5") for k in range(3)),
+              "--out", str(pytester.path / "golden" / "mlp.h5"))
+    assert r.returncode == 0, r.stderr
+    result = pytester.runpytest(*PLUGIN, "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*pass: Within the envelope of 3 repeats*"])
+    monkeypatch.setenv("LR", "0.11")
+    result = pytester.runpytest(*PLUGIN)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*the runs differ*", "*leaves the envelope*"])
+
+
 def test_no_binary_fails_the_fixture_with_how_to_get_one(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_bin="def test_c(dlcheck_compare): pass")
     result = pytester.runpytest(*PLUGIN, "--dlcheck-bin", "/nonexistent/dlcheck")

@@ -364,4 +364,20 @@ grep -q '"outside": true' "$WORK/drift_cal/report.json" &&
 grep -q 'class="outside"' "$WORK/drift_cal/report.html" &&
   ok "report.html rings the steps outside the band" || bad "report.html outside" "$WORK/drift_cal/report.html"
 
+# compare --envelope: a trace gated by a calibrated golden's envelope, as
+# run gates a scenario (a PyTorch run against repeats recorded with
+# --repeat-from); a single golden has no envelope to gate by.
+expect 0 "compare --envelope: the reference run lies in its envelope" "$DLCHECK" compare \
+  --envelope "$WORK/report/traces/small/pipeline/big.h5" "$WORK/cal/small/cpu.h5"
+contains "says what it gated by" "the envelope of 5 repeats"
+contains "says what it did not compare" "not compared: layer statistics"
+expect 1 "compare --envelope: the changed lr lies outside" "$DLCHECK" compare \
+  --envelope "$WORK/drift_cal/traces/small/pipeline/big.h5" "$WORK/cal/small/cpu.h5"
+contains "names where it left the band" "outside"
+expect 2 "compare --envelope needs a calibrated golden" "$DLCHECK" compare \
+  --envelope "$WORK/report/traces/small/pipeline/big.h5" "$GOLDEN/small/cpu.h5"
+contains "says how to make one" "record --repeat-from"
+expect 2 "compare --envelope takes no --tolerance" "$DLCHECK" compare --envelope \
+  --tolerance "ulp(4)" "$WORK/report/traces/small/pipeline/big.h5" "$WORK/cal/small/cpu.h5"
+
 finish
