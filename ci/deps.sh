@@ -22,6 +22,7 @@ packages=(
   python3-onnx python3-protobuf python3-flatbuffers python3-coloredlogs python3-sympy
   python3-packaging python3-pip  # the audit's export family (onnxruntime's dependencies)
   python3-tqdm python3-fsspec python3-yaml python3-typing-extensions  # pytorch-lightning's
+  python3-regex python3-requests python3-filelock python3-psutil  # transformers' and accelerate's
 )
 
 missing=()
@@ -34,34 +35,39 @@ if ((${#missing[@]})); then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# onnxruntime is not a Debian package: pinned from PyPI into Debian's python3 (the
-# interpreter the tests use), its dependencies from the Debian packages above.
-ORT_VERSION=1.17.3
-if ! /usr/bin/python3 -c "import onnxruntime, sys; sys.exit(onnxruntime.__version__ != '$ORT_VERSION')" 2>/dev/null; then
-  $sudo_cmd /usr/bin/python3 -m pip install -q --no-deps --break-system-packages "onnxruntime==$ORT_VERSION"
-fi
+# What Debian 12 lacks comes pinned from PyPI into Debian's python3 (the
+# interpreter the tests use) with --no-deps: their dependencies are the Debian
+# packages above, and --no-deps keeps PyPI's torch out.
+pip_pins() {  # installs all the pins given unless each is there at its version
+  local pin
+  for pin in "$@"; do
+    if ! /usr/bin/python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${pin%==*}') != '${pin#*==}')" 2>/dev/null; then
+      $sudo_cmd /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps \
+        --break-system-packages "$@"
+      return
+    fi
+  done
+}
 
+# onnxruntime for the audit's export family.
+onnxruntime=(onnxruntime==1.17.3)
 # PyTorch Lightning for dlcheck.integrations.lightning and its test: 2.2.5 is
 # the newest that runs on Debian's torch 1.13 (2.3 needs torch 2.0), with the
-# lightning-utilities and torchmetrics of its time; their other dependencies
-# are the Debian packages above, so --no-deps keeps PyPI's torch out.
+# lightning-utilities and torchmetrics of its time.
 lightning=(pytorch-lightning==2.2.5 lightning-utilities==0.11.2 torchmetrics==1.4.0)
-for pin in "${lightning[@]}"; do
-  if ! /usr/bin/python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${pin%==*}') != '${pin#*==}')" 2>/dev/null; then
-    $sudo_cmd /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps \
-      --break-system-packages "${lightning[@]}"
-    break
-  fi
-done
-
-# The Python package's build backend (python/pyproject.toml), which Debian 12
-# lacks: the pinned version from PyPI, into Debian's Python (its own
-# dependencies, packaging and pathspec, are the Debian packages above). The
-# test of `pip install ./python` (tests/python/pip_install.sh) builds with
-# it, so that it needs no network.
-skbuild=scikit-build-core==0.10.7
-if ! /usr/bin/python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('scikit-build-core') != '${skbuild#*==}')" 2>/dev/null; then
-  $sudo_cmd /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps \
-    --break-system-packages "$skbuild"
-fi
-echo "deps: all ${#packages[@]} packages present, $skbuild, ${lightning[*]}, onnxruntime==$ORT_VERSION"
+# Hugging Face transformers for dlcheck.integrations.transformers and its
+# test: 4.45.2 is the newest whose Trainer the test passes on torch 1.13 (4.46
+# and 4.47 run, but compute an accumulated step's loss with
+# num_items_in_batch, and the test with accumulation fails), with the
+# tokenizers, accelerate, huggingface-hub and safetensors of its time.
+transformers=(transformers==4.45.2 tokenizers==0.20.3 accelerate==0.34.2
+  huggingface-hub==0.24.6 safetensors==0.4.4)
+# The Python package's build backend (python/pyproject.toml). The test of
+# `pip install ./python` (tests/python/pip_install.sh) builds with it, so
+# that it needs no network.
+skbuild=(scikit-build-core==0.10.7)
+pip_pins "${onnxruntime[@]}"
+pip_pins "${lightning[@]}"
+pip_pins "${transformers[@]}"
+pip_pins "${skbuild[@]}"
+echo "deps: all ${#packages[@]} packages present; from PyPI: ${onnxruntime[*]} ${lightning[*]} ${transformers[*]} ${skbuild[*]}"
