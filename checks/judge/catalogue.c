@@ -71,6 +71,19 @@ static const dlc_pitfall_entry entries[] = {
      "the training order changes when evaluation is on",
      "give evaluation its own torch.Generator instead of the global one",
      "determinism: with and without evaluation", DLC_REACH_CPU},
+    /* D9: seen in a team's own evaluation; the engine's ranks have no
+     * validation loader to get wrong. */
+    {"D9",
+     "validation samples duplicated (or dropped) across ranks: a DistributedSampler on the "
+     "validation set pads its shards with copies",
+     "the metric all-reduced over the ranks counts the padded copies twice: it is not the "
+     "validation set's",
+     "shard the validation set without padding, Subset(val, range(rank, len(val), world_size)), "
+     "and all_reduce the sums and counts before dividing (or count the sampler's padded tail "
+     "out)",
+     "the audit's ddp family: the samples the ranks' evaluate() feeds the model, counted "
+     "against one process's",
+     DLC_REACH_AUDIT},
     {"M1", "inference without model.eval()", "dropout and batch statistics make outputs vary",
      "model.eval() before inference (and model.train() after)",
      "train_eval: two identical inferences differ", DLC_REACH_CPU},

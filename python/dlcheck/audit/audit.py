@@ -32,7 +32,7 @@ FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
     "determinism": (determinism.run, (), ("N2", "N3", "D8")),
     "checkpoint": (checkpoint.run, ("save_checkpoint", "load_checkpoint"),
                    ("C1", "C2", "C3", "C4", "C5", "C6", "C7")),
-    "ddp": (ddp.run, ("wrap_ddp",), ("D1", "D2", "D3", "D4", "D5", "D6", "D7")),
+    "ddp": (ddp.run, ("wrap_ddp",), ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D9")),
     "amp": (amp.run, (), ("A1", "A2", "A3", "A6")),
     "export": (export.run, (), ("X1", "X2", "X3", "X4", "X5", "X6")),
 }

@@ -35,6 +35,7 @@ import os
 import socket
 import time
 import traceback
+from collections import Counter
 from types import SimpleNamespace
 from typing import Any, Iterator, Optional
 
@@ -46,6 +47,7 @@ from torch.utils.data import DistributedSampler
 from ..digest import digest
 from .adapter import AdapterError, load_adapter, sample_keys
 from .context import BATCHNORM, Context, has_module
+from .evalshards import EvalSamples, miscounted
 from .loop import Run, grad_distance, grad_scale, threads
 from .noise import Shadow, band_rule, band_source, float64_shadow, record_shadow
 from .randomness import DropoutOff
@@ -141,7 +143,7 @@ def _rank_main(rank: int, source: str, work: str, port: int, scenario: str, seed
         with process_group(rank, WORLD, port):
             r = Run(ad, seed=seed, batch_size=batch // WORLD, rank=rank, world_size=WORLD,
                     wrap=True, dropout_off=DropoutOff(ad.module))
-            ev = ad.evaluate(r.model) if ad.has("evaluate") else None
+            ev, seen = _evaluate(ad, r)
             r.model.train()
             r.record(os.path.join(work, "two_ranks.h5"), "two_ranks", scenario,
                      check_ranks=True)
@@ -155,6 +157,7 @@ def _rank_main(rank: int, source: str, work: str, port: int, scenario: str, seed
             r.save()
             r.close()
             result = {"grads0": r.grads[0] if r.grads else None, "eval": ev,
+                      "eval_samples": _gathered(seen),
                       "buffers": bool(watch.names),
                       "nonfinite": r.nonfinite.describe() if r.nonfinite else None,
                       "shadow": _rank_shadow(ad, seed, batch, steps, rank, work, scenario)}
@@ -167,6 +170,23 @@ def _rank_main(rank: int, source: str, work: str, port: int, scenario: str, seed
     except Exception as e:  # the team's code in a process group may fail anywhere
         _fail(work, rank, "wrap_ddp", f"the 2-rank run raised {type(e).__name__}: {e}\n"
               f"{traceback.format_exc(limit=3)}")
+
+
+def _evaluate(ad: Any, run: Run) -> tuple[Optional[dict], Counter]:
+    """evaluate() on the run's model, and the validation samples it fed the
+    model, counted (evalshards.py; empty without evaluate)."""
+    if not ad.has("evaluate"):
+        return None, Counter()
+    with EvalSamples(run.inner) as seen:
+        ev = ad.evaluate(run.model)
+    return ev, seen.counts
+
+
+def _gathered(counts: Counter) -> Counter:
+    """Every rank's counts added (a collective: every rank calls it)."""
+    rows: list = [None] * dist.get_world_size()
+    dist.all_gather_object(rows, counts)
+    return sum(rows, Counter())
 
 
 def _rank_shadow(ad: Any, seed: int, batch: int, steps: int, rank: int, work: str,
@@ -392,7 +412,7 @@ def run(ctx: Context) -> Family:
     with threads(1), process_group(0, 1, free_port()):
         one = ctx.recorded(fam.scenario, "one_process", wrap=True, dropout_off=dropout)
         batchnorm = has_module(one.inner, BATCHNORM)
-        ev = ad.evaluate(one.model) if ad.has("evaluate") else None
+        ev, seen = _evaluate(ad, one)
         one.model.train()
         one.train(s.steps)
         rec = one.rec
@@ -434,6 +454,11 @@ def run(ctx: Context) -> Family:
                 f"{scale:.4g} times it" +
                 (f" (the model has BatchNorm, so the ranks' half-batch statistics move it off "
                  f"that direction: {WORLD} times would be a sum)." if batchnorm else ".")))
+        eval_odd, eval_note = miscounted(seen, rank0["eval_samples"], WORLD) \
+            if ev is not None else (None, "the adapter has no evaluate")
+        if eval_odd is not None:
+            rec.metric("ddp_eval_samples_miscounted", eval_odd)
+            rec.note("ddp_eval_samples_miscounted", eval_note)
         if ev is not None and rank0["eval"] is not None:
             diffs = {k: abs(rank0["eval"][k] - v) / max(abs(v), 1e-12)
                      for k, v in ev.items() if k in rank0["eval"]}
@@ -495,7 +520,15 @@ def run(ctx: Context) -> Family:
     else:
         fam.not_tested.append(NotTested("gradients_averaged_over_ranks", ("D3",),
                                         "the first step gave the optimizer no gradients"))
-    if ev is not None and rank0["eval"] is not None:
+    _counted(fam, "validation_samples_counted_once", "ddp_eval_samples_miscounted", "D9",
+             "the ranks' evaluations together count every validation sample as often as "
+             "one process does", eval_note if eval_odd is None else None)
+    if eval_odd:
+        fam.not_tested.append(NotTested(
+            "metric_over_all_ranks", ("D5",), f"the ranks' evaluation counts {eval_odd} "
+            f"validation sample(s) otherwise than one process does (see D9), so rank 0's metric "
+            f"differs from one process's whether or not it covers every rank"))
+    elif ev is not None and rank0["eval"] is not None:
         fam.checks.append(Check(
             "metric_over_all_ranks", "metric_max", "one_process",
             quantities=("ddp_rank0_metric_rel_diff", "ddp_rank0_metric"), threshold=1e-4,
