@@ -54,7 +54,7 @@ gcovr --root . --filter 'engine/' --filter 'checks/' --exclude 'engine/cuda/' \
       --fail-under-line 85 \
       build/coverage | tail -4
 
-step "fuzzing: scenario, trace, state dict and fixture readers (libFuzzer, 30 s each)"
+step "fuzzing: scenario, trace, state dict and fixture readers, report writers, CLI arguments (libFuzzer, 30 s each)"
 # A fixed seed so that a finding reproduces; fuzz/README.md says what to do
 # with one (a dlcheck finding fails the step, a library's is listed).
 CC=clang DLC_FUZZ_ARGS="-seed=1" fuzz/run.sh 30

@@ -9,6 +9,9 @@
 /* Exit codes (docs/design.md). */
 enum { EXIT_PASS = 0, EXIT_CHECK_FAILED = 1, EXIT_USAGE = 2, EXIT_ENVIRONMENT = 3 };
 
+/* dlcheck argv[1] argv[2...]: the command's exit code (cli/dispatch.c). */
+int cli_command(int argc, char **argv);
+
 int cmd_run(int argc, char **argv, bool record);
 int cmd_list(int argc, char **argv);
 int cmd_env(int argc, char **argv);

@@ -77,7 +77,7 @@ static int parse_args(int argc, char **argv, run_args *a) {
     bool has_value = i + 1 < argc;
     if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
       fputs(run_help, stdout);
-      exit(EXIT_PASS);
+      return EXIT_PASS;
     } else if (!strcmp(s, "--pitfalls")) a->pitfalls = true;
     else if (!strcmp(s, "-v") || !strcmp(s, "--verbose")) a->verbose = true;
     else if (!strcmp(s, "--backend") && has_value) a->backend = argv[++i];

@@ -5,12 +5,12 @@
 # found). Prints per target the executions per second, the total
 # executions, the corpus size and the findings.
 #
-#   fuzz/run.sh [SECONDS_PER_TARGET]     default 30: about 2 minutes for the
-#                                        four targets, plus the first build
+#   fuzz/run.sh [SECONDS_PER_TARGET]     default 30: about 3 minutes for the
+#                                        six targets, plus the first build
 #
 # Environment: CC (default clang), DLC_FUZZ_BUILD (build folder, default
 # build/fuzz), DLC_FUZZ_JOBS (build jobs, default 2), DLC_FUZZ_TARGETS
-# (default "scenario trace state_dict fixture"), DLC_FUZZ_ARGS (more
+# (default "scenario trace state_dict fixture report cli"), DLC_FUZZ_ARGS (more
 # libFuzzer flags, e.g. -fork=4 for four children at once).
 #
 # Findings (crash-*, leak-*, timeout-*, oom-*) are kept under
@@ -25,7 +25,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 secs=${1:-30}
 [[ $secs =~ ^[0-9]+$ ]] || { echo "usage: fuzz/run.sh [SECONDS_PER_TARGET]" >&2; exit 2; }
 build=${DLC_FUZZ_BUILD:-$root/build/fuzz}
-targets=${DLC_FUZZ_TARGETS:-scenario trace state_dict fixture}
+targets=${DLC_FUZZ_TARGETS:-scenario trace state_dict fixture report cli}
 
 CC=${CC:-clang} cmake -S "$root" -B "$build" -DDLC_FUZZ=ON -DBUILD_TESTING=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDL_WERROR=ON -DCMAKE_CUDA_COMPILER=OFF \
@@ -37,12 +37,18 @@ cmake --build "$build" -j"${DLC_FUZZ_JOBS:-2}" --target fuzz_all > "$build.build
 # Seeds: flat copies (libFuzzer reads every file of a folder as an input).
 seeds=$build/fuzz-seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{scenario,trace,state_dict,fixture}
+mkdir -p "$seeds"/{scenario,trace,state_dict,fixture,report,cli}
 for f in "$root"/scenarios/*/scenario.yaml "$root"/tests/data/scenarios/*/scenario.yaml; do
   cp "$f" "$seeds/scenario/$(basename "$(dirname "$f")").yaml"
 done
+# The report target's input: a choice byte, the text's length (2 bytes,
+# little-endian, under 256 here), the text, a trace (fuzz/targets.h).
+report_text='<a href="x">&amp;"</a> ]]> --> \001 \303\050 \342\202 {"x": [1,'
+report_len=$(printf '%b' "$report_text" | wc -c)
 for f in "$root"/golden/*/*.h5; do
   cp "$f" "$seeds/trace/$(basename "$(dirname "$f")")-$(basename "$f")"
+  { printf "\\305\\$(printf %o "$report_len")\\000"; printf '%b' "$report_text"; cat "$f"; } \
+    > "$seeds/report/$(basename "$(dirname "$f")")-$(basename "$f")"
 done
 for f in "$root"/fixtures/torch/*.h5; do # traces, and state dicts (*.init.h5)
   case $f in
@@ -51,7 +57,7 @@ for f in "$root"/fixtures/torch/*.h5; do # traces, and state dicts (*.init.h5)
   esac
 done
 cp "$root"/fixtures/digits.h5 "$seeds/fixture/" # fashion_mnist.h5: 3.3 MB, too slow to mutate
-for f in "$root"/tests/fuzz/{scenario,trace,state_dict,fixture}/*; do # regression inputs
+for f in "$root"/tests/fuzz/{scenario,trace,state_dict,fixture,report,cli}/*; do # regression inputs
   case $f in */README.md) ;; *) cp "$f" "$seeds/$(basename "$(dirname "$f")")/" ;; esac
 done
 

@@ -46,6 +46,7 @@ int dlc_fuzz_init(void) {
 }
 
 void dlc_fuzz_cleanup(void) {
+  dlc_fuzz_cli_cleanup();
   if (fuzz_dir[0]) rmdir(fuzz_dir);
   fuzz_dir[0] = '\0';
 }
@@ -61,7 +62,7 @@ static bool write_file(const char *path, const void *head, size_t nhead, const u
 
 /* A path in the temporary folder; every target uses its own name, so that
  * the regression test can replay them in any order. */
-static const char *tmp_path(char *buf, size_t size, const char *name) {
+const char *dlc_fuzz_tmp_path(char *buf, size_t size, const char *name) {
   if (!fuzz_dir[0] && dlc_fuzz_init() != 0) return NULL;
   if (snprintf(buf, size, "%s/%s", fuzz_dir, name) >= (int)size) return NULL;
   return buf;
@@ -70,7 +71,7 @@ static const char *tmp_path(char *buf, size_t size, const char *name) {
 /* A loader must close every HDF5 file and object it opened, on every
  * path: a handle left open is a leak LeakSanitizer cannot see (HDF5 still
  * holds it), so it is checked here and is a finding. */
-static void check_hdf5_closed(const char *what) {
+void dlc_fuzz_check_hdf5_closed(const char *what) {
   ssize_t open = H5Fget_obj_count((hid_t)H5F_OBJ_ALL, H5F_OBJ_ALL);
   if (open > 0) {
     fprintf(stderr, "dlc_fuzz: %s left %zd HDF5 file(s) or object(s) open\n", what, open);
@@ -86,10 +87,15 @@ static void check_hdf5_closed(const char *what) {
  *
  * Full unwinding at malloc: HDF5 is built without frame pointers, so the
  * fast unwinder stops at its first frame and a leak inside it would show
- * no caller, neither to us nor to the suppression below. */
+ * no caller, neither to us nor to the suppression below.
+ *
+ * No alternate signal stack: the CLI target runs commands that start and
+ * cancel a signal-waiting thread (cli/scratch.c), and clang 14's ASan then
+ * reports a false stack-buffer-overflow in sigaltstack as it destroys the
+ * thread (AsanThread::Destroy). A stack overflow still ends in SEGV. */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) {
-  return "fast_unwind_on_malloc=0:malloc_context_size=30";
+  return "fast_unwind_on_malloc=0:malloc_context_size=30:use_sigaltstack=0";
 }
 
 /* Leaks inside HDF5 on damaged files. HDF5 1.10 loses memory on some of
@@ -144,7 +150,7 @@ static void scenario_name(const uint8_t *data, size_t size, char *out, size_t ou
 int dlc_fuzz_scenario(const uint8_t *data, size_t size) {
   char name[NAME_MAX_LEN + 1], dir[512], file[600];
   scenario_name(data, size, name, sizeof name);
-  if (!tmp_path(dir, sizeof dir, name)) return 0;
+  if (!dlc_fuzz_tmp_path(dir, sizeof dir, name)) return 0;
   snprintf(file, sizeof file, "%s/scenario.yaml", dir);
   if (mkdir(dir, 0700) != 0 || !write_file(file, "", 0, data, size)) {
     remove(file);
@@ -163,14 +169,16 @@ int dlc_fuzz_scenario(const uint8_t *data, size_t size) {
 /* ---- HDF5 files -------------------------------------------------------- */
 
 /* Writes head and data to the file `name` of the temporary folder, runs
- * load on it, checks that every HDF5 handle was closed, removes it. */
+ * load(path, user) on it, checks that every HDF5 handle was closed, removes
+ * it. */
 static void on_hdf5_file(const char *name, const void *head, size_t nhead, const uint8_t *data,
-                         size_t size, void (*load)(const char *path), const char *what) {
+                         size_t size, void (*load)(const char *path, void *user), void *user,
+                         const char *what) {
   char path[512];
-  if (!tmp_path(path, sizeof path, name)) return;
+  if (!dlc_fuzz_tmp_path(path, sizeof path, name)) return;
   if (write_file(path, head, nhead, data, size)) {
-    load(path);
-    check_hdf5_closed(what);
+    load(path, user);
+    dlc_fuzz_check_hdf5_closed(what);
   }
   remove(path);
 }
@@ -179,7 +187,8 @@ static void on_hdf5_file(const char *name, const void *head, size_t nhead, const
 
 static const char trace_magic[] = "dlcheck trace 1\n";
 
-static void load_trace(const char *path) {
+static void load_trace(const char *path, void *user) {
+  (void)user;
   dlc_trace t;
   dlc_golden_meta *meta = malloc(sizeof *meta);
   dlc_envelope env;
@@ -192,7 +201,8 @@ static void load_trace(const char *path) {
   free(meta);
 }
 
-int dlc_fuzz_trace(const uint8_t *data, size_t size) {
+void dlc_fuzz_on_sealed_trace(const uint8_t *data, size_t size, const char *name,
+                              void (*load)(const char *path, void *user), void *user) {
   if (size >= USERBLOCK && memcmp(data, trace_magic, sizeof trace_magic - 1) == 0) {
     data += USERBLOCK;
     size -= USERBLOCK;
@@ -203,13 +213,18 @@ int dlc_fuzz_trace(const uint8_t *data, size_t size) {
   memset(header, 0, sizeof header);
   snprintf(header, sizeof header, "%sxxh64 %016" PRIx64 "\n", trace_magic,
            (uint64_t)XXH64(data, size, 0));
-  on_hdf5_file("trace.h5", header, sizeof header, data, size, load_trace, "dlc_golden_load");
+  on_hdf5_file(name, header, sizeof header, data, size, load, user, "dlc_golden_load");
+}
+
+int dlc_fuzz_trace(const uint8_t *data, size_t size) {
+  dlc_fuzz_on_sealed_trace(data, size, "trace.h5", load_trace, NULL);
   return 0;
 }
 
 /* ---- state dicts ------------------------------------------------------ */
 
-static void load_state_dict(const char *path) {
+static void load_state_dict(const char *path, void *user) {
+  (void)user;
   dl_state_dict sd = {0};
   dl_status st = dl_state_read(path, "model", &sd);
   outcome("state_read", st);
@@ -244,13 +259,15 @@ static void load_state_dict(const char *path) {
 }
 
 int dlc_fuzz_state_dict(const uint8_t *data, size_t size) {
-  on_hdf5_file("state.h5", "", 0, data, size, load_state_dict, "dl_state_read or dl_state_load");
+  on_hdf5_file("state.h5", "", 0, data, size, load_state_dict, NULL,
+               "dl_state_read or dl_state_load");
   return 0;
 }
 
 /* ---- fixtures --------------------------------------------------------- */
 
-static void load_fixture(const char *path) {
+static void load_fixture(const char *path, void *user) {
+  (void)user;
   dl_dataset ds;
   memset(&ds, 0, sizeof ds);
   dl_status st = dl_dataset_load_h5(&ds, path, "train");
@@ -259,7 +276,7 @@ static void load_fixture(const char *path) {
 }
 
 int dlc_fuzz_fixture(const uint8_t *data, size_t size) {
-  on_hdf5_file("fixture.h5", "", 0, data, size, load_fixture, "dl_dataset_load_h5");
+  on_hdf5_file("fixture.h5", "", 0, data, size, load_fixture, NULL, "dl_dataset_load_h5");
   return 0;
 }
 
@@ -267,10 +284,9 @@ dlc_fuzz_fn dlc_fuzz_target(const char *name) {
   static const struct {
     const char *name;
     dlc_fuzz_fn fn;
-  } targets[] = {{"scenario", dlc_fuzz_scenario},
-                 {"trace", dlc_fuzz_trace},
-                 {"state_dict", dlc_fuzz_state_dict},
-                 {"fixture", dlc_fuzz_fixture}};
+  } targets[] = {{"scenario", dlc_fuzz_scenario},     {"trace", dlc_fuzz_trace},
+                 {"state_dict", dlc_fuzz_state_dict}, {"fixture", dlc_fuzz_fixture},
+                 {"report", dlc_fuzz_report},         {"cli", dlc_fuzz_cli}};
   for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
     if (!strcmp(targets[i].name, name)) return targets[i].fn;
   return NULL;

@@ -1,5 +1,5 @@
 /* Replays the fuzz regression inputs: every file of tests/fuzz/TARGET/
- * (TARGET: scenario, trace, state_dict, fixture) through the entry point
+ * (TARGET: scenario, trace, state_dict, fixture, report, cli) through the entry point
  * that fuzz target uses (fuzz/targets.c, compiled in here), so that what
  * the fuzzers once found stays fixed in the normal build, without clang.
  * An input passes when it is loaded or refused without a crash, a hang or
@@ -94,6 +94,16 @@ static void test_fixture(void **state) {
   replay("fixture");
 }
 
+static void test_report(void **state) {
+  (void)state;
+  assert_true(replay("report") > 0);
+}
+
+static void test_cli(void **state) {
+  (void)state;
+  assert_true(replay("cli") > 0);
+}
+
 static int setup(void **state) {
   (void)state;
   return dlc_fuzz_init();
@@ -107,10 +117,9 @@ static int teardown(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_scenario),
-      cmocka_unit_test(test_trace),
-      cmocka_unit_test(test_state_dict),
-      cmocka_unit_test(test_fixture),
+      cmocka_unit_test(test_scenario),   cmocka_unit_test(test_trace),
+      cmocka_unit_test(test_state_dict), cmocka_unit_test(test_fixture),
+      cmocka_unit_test(test_report),     cmocka_unit_test(test_cli),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
