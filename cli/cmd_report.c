@@ -66,6 +66,7 @@ static bool named(char *const *names, int n, const char *name) {
  * the run's order, saying which folders an earlier run left beside them;
  * without a manifest (written before there were any) every folder. */
 static int list_scenarios(const char *traces, const char *dir, char ***names, int *n) {
+  *names = NULL, *n = 0;
   char **folders;
   int nfolders;
   int code = list_folders(traces, dir, &folders, &nfolders);
@@ -98,8 +99,8 @@ static int reload_all(const char *dir, bool verbose) {
     fprintf(stderr, "dlcheck report: %s\n", dl_last_error());
     return EXIT_USAGE;
   }
-  char **names;
-  int n;
+  char **names = NULL;
+  int n = 0;
   int code = list_scenarios(traces, dir, &names, &n);
   dlc_scenario_result *results = code < 0 ? calloc((size_t)n + 1, sizeof *results) : NULL;
   if (code < 0 && !results) fprintf(stderr, "dlcheck report: out of memory\n");

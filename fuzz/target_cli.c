@@ -33,7 +33,8 @@ static const char scenario_yaml[] =
     "  reference:\n"
     "  again:\n"
     "checks:\n"
-    "  - {name: same, kind: equivalence, a: reference, b: again, tolerance: bitwise}\n";
+    "  - {name: same, kind: equivalence, a: reference, b: again, quantities: [loss, params],\n"
+    "     tolerance: bitwise}\n";
 
 static struct {
   char root[512]; /* DLCHECK_ROOT, TMPDIR and the working folder of each input */
@@ -93,25 +94,24 @@ static bool reset_root(void) {
   return write_bytes(path, cli.golden, cli.golden_size);
 }
 
-/* Runs dlcheck argv[1...] in the root, its output to /dev/null unless
- * DLC_FUZZ_VERBOSE is set; the command's exit code, or -1. */
+/* Runs dlcheck argv[1...] in the root, its standard output to /dev/null
+ * unless DLC_FUZZ_VERBOSE is set (standard error stays: the sanitizers
+ * report there, and a report hidden is a finding lost); the command's exit
+ * code, or -1. */
 static int run_command(int argc, char **argv) {
   if (!reset_root() || chdir(cli.root) != 0) return -1;
-  bool quiet = getenv("DLC_FUZZ_VERBOSE") == NULL;
-  int saved[2] = {-1, -1}, null = quiet ? open("/dev/null", O_WRONLY) : -1;
+  int saved = -1, null = getenv("DLC_FUZZ_VERBOSE") ? -1 : open("/dev/null", O_WRONLY);
   if (null >= 0) {
     fflush(stdout);
-    fflush(stderr);
-    saved[0] = dup(STDOUT_FILENO), saved[1] = dup(STDERR_FILENO);
-    dup2(null, STDOUT_FILENO), dup2(null, STDERR_FILENO);
+    saved = dup(STDOUT_FILENO);
+    dup2(null, STDOUT_FILENO);
   }
   int code = cli_command(argc, argv);
   cli_signals_stop();
   if (null >= 0) {
     fflush(stdout);
-    fflush(stderr);
-    dup2(saved[0], STDOUT_FILENO), dup2(saved[1], STDERR_FILENO);
-    close(saved[0]), close(saved[1]), close(null);
+    dup2(saved, STDOUT_FILENO);
+    close(saved), close(null);
   }
   if (chdir(cli.cwd) != 0) abort(); /* the other targets' paths are absolute, but the caller's */
   return code;

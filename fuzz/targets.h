@@ -47,7 +47,7 @@ int dlc_fuzz_fixture(const uint8_t *data, size_t size);
 int dlc_fuzz_report(const uint8_t *data, size_t size);
 /* The command line (fuzz/target_cli.c): the input split at NUL bytes into
  * at most 16 arguments after "dlcheck", run by cli_command (the program's
- * own dispatch, from cli/) with its output to /dev/null, in a folder of its
+ * own dispatch, from cli/) with its standard output to /dev/null, in a folder of its
  * own (DLCHECK_ROOT, TMPDIR and the working folder) made afresh for each
  * input, holding a two-step scenario s/ and its golden, recorded by the CLI
  * at the first input. Inputs with an argument that could reach outside
