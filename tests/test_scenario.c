@@ -313,7 +313,7 @@ static void test_full_checks(void **state) {
   assert_true(c->threshold == 0.0);
   assert_false(c->expect_divergence);
   assert_int_equal(s->checks[2].tol.kind, DLC_TOL_BITWISE);
-  assert_int_equal(s->checks[2].nquantities, 0);
+  assert_int_equal(s->checks[2].nquantities, 1);
   dlc_scenario_free(s);
 }
 
@@ -425,7 +425,7 @@ static const char *const BASE =
     "  reference: {}\n"
     "  other: {data: {batch: 4}}\n"
     "checks:\n"
-    "  - {name: same, kind: equivalence, a: reference, b: other}\n"
+    "  - {name: same, kind: equivalence, quantities: [loss], a: reference, b: other}\n"
     "pitfalls:\n"
     "  - {id: G1, caught_by: same, overrides: {bugs: {no_zero_grad: true}}}\n";
 
@@ -510,7 +510,7 @@ static void test_check_noise(void **state) {
   dlc_scenario *s = load_mutated("b: other}", "b: other, noise: reference, widen: 8, "
                                               "noise_b: other}\n"
                                               "  - {name: n, kind: equivalence, a: reference, "
-                                              "b: other, noise: other}");
+                                              "b: other, noise: other, quantities: [loss]}");
   assert_string_equal(s->checks[0].noise, "reference");
   assert_true(s->checks[0].noise_widen == 8.0);
   assert_string_equal(s->checks[0].noise_b, "other");
@@ -583,7 +583,7 @@ static const char *const TRACES =
     "  torch: {trace: fixtures/torch/a.h5}\n"
     "  other: {trace: /abs/b.h5, optimizer: {lr: 0.5}, parallel: {world: 2}}\n"
     "checks:\n"
-    "  - {name: same, kind: equivalence, a: torch, b: other}\n"
+    "  - {name: same, kind: equivalence, quantities: [loss], a: torch, b: other}\n"
     "pitfalls:\n"
     "  - {id: G1, caught_by: same, runs: [torch], overrides: {trace: broken.h5}}\n"
     "  - {id: G2, caught_by: same, overrides: {bugs: {no_zero_grad: true}}}\n";
@@ -805,11 +805,16 @@ static const bad_case bad_cases[] = {
      "widen 0.5: expected a number >= 1"},
     {"b: other}", "b: other}\n  - {name: m, kind: metric_max, a: other, noise: other}",
      DL_ERR_INVALID, "noise: other}", 7, "noise belongs to kind equivalence; remove it"},
+    {"quantities: [loss], ", "", DL_ERR_FORMAT, "name: same", 0,
+     "check 'same' of kind 'equivalence' compares the quantities it names, and names none (it "
+     "would pass comparing nothing); add quantities: [loss, params]"},
+    {"b: other}", "b: other}\n  - {name: m, kind: metric_max, a: other, threshold: 1}",
+     DL_ERR_FORMAT, "name: m,", 0, "add quantities: [METRIC]"},
     /* too many, too few */
-    {"b: other}", "b: other, quantities: [a,b,c,d,e,f,g,h,i]}", DL_ERR_INVALID, "a,b,c", 0,
+    {"quantities: [loss]", "quantities: [a,b,c,d,e,f,g,h,i]", DL_ERR_INVALID, "a,b,c", 0,
      "checks[0].quantities: too many items: 9, at most 8"},
-    {"checks:\n  - {name: same, kind: equivalence, a: reference, b: other}\n", "checks: []\n",
-     DL_ERR_INVALID, "checks: []", 0, "checks: expected at least 1 item, got 0"},
+    {"checks:\n  - {name: same, kind: equivalence, quantities: [loss], a: reference, b: other}\n",
+     "checks: []\n", DL_ERR_INVALID, "checks: []", 0, "checks: expected at least 1 item, got 0"},
     {"  other: {data: {batch: 4}}\n",
      "  other: {}\n  r2: {}\n  r3: {}\n  r4: {}\n  r5: {}\n  r6: {}\n  r7: {}\n  r8: {}\n",
      DL_ERR_INVALID, "r8:", 0, "runs.r8: too many runs: at most 8"},

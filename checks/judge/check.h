@@ -54,6 +54,9 @@ typedef struct dlc_check_kind {
   const char *doc;  /* one line for `dlcheck list --checks` and errors */
   int runs;         /* the runs it reads: 2 (a and b), 1 (a) or 0 (none) */
   dlc_check_fn fn;
+  /* It reads the quantities the check names, so a check of this kind must
+   * name at least one: with none it would compare nothing and pass. */
+  bool needs_quantities;
 } dlc_check_kind;
 
 const dlc_check_kind *dlc_check_kind_find(const char *kind); /* NULL if none */

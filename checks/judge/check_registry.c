@@ -8,19 +8,21 @@ static const dlc_check_kind kinds[] = {
     {"equivalence",
      "runs a and b agree on the quantities (loss and other series, params, buffers, grads) "
      "within the tolerance",
-     2, dlc_check_equivalence},
-    {"metric_max", "metric quantities[0] of run a is at most threshold", 1, dlc_check_metric_max},
-    {"metric_min", "metric quantities[0] of run a is at least threshold", 1, dlc_check_metric_min},
+     2, dlc_check_equivalence, true},
+    {"metric_max", "metric quantities[0] of run a is at most threshold", 1, dlc_check_metric_max,
+     true},
+    {"metric_min", "metric quantities[0] of run a is at least threshold", 1, dlc_check_metric_min,
+     true},
     {"metric_increase", "metric quantities[0] of run b exceeds run a's by at most threshold", 2,
-     dlc_check_metric_increase},
+     dlc_check_metric_increase, true},
     {"frozen",
      "every parameter of run a changed, and none far less than the others (ratio threshold)", 1,
-     dlc_check_frozen},
+     dlc_check_frozen, false},
     {"nonfinite", "run a has no inf/NaN in its loss, layer outputs, gradients or parameters", 1,
-     dlc_check_nonfinite},
+     dlc_check_nonfinite, false},
     {"not_tested",
      "reads no run: reported as skipped with its reason (what could not be tested, and why)", 0,
-     dlc_check_not_tested},
+     dlc_check_not_tested, false},
 };
 
 const dlc_check_kind *dlc_check_kind_find(const char *kind) {

@@ -246,7 +246,8 @@ static dl_status check_noise(const loader *L, const yu_val *item, const dlc_chec
 }
 
 /* Kind registered; a named exactly when the kind reads a run, b exactly
- * when it compares two; a reason exactly for not_tested. */
+ * when it compares two; quantities where the kind reads them; a reason
+ * exactly for not_tested. */
 static dl_status check_refs(const loader *L, const yu_val *item, const dlc_check_spec *c) {
   yu_val v;
   DL_TRY(find_key(item, "kind", &v));
@@ -268,6 +269,11 @@ static dl_status check_refs(const loader *L, const yu_val *item, const dlc_check
                    k->runs ? "one run (a)" : "no run");
   if (has_b) DL_TRY(need_run(L, &v, c->b));
   DL_TRY(check_noise(L, item, c));
+  if (k->needs_quantities && c->nquantities == 0)
+    return yu_fail(item, DL_ERR_FORMAT,
+                   "check '%s' of kind '%s' compares the quantities it names, and names none "
+                   "(it would pass comparing nothing); add quantities: [%s]",
+                   c->name, c->kind, strcmp(c->kind, "equivalence") ? "METRIC" : "loss, params");
   bool has_reason = yu_map_find(item, "reason", &v);
   if (!k->runs && !has_reason)
     return yu_fail(item, DL_ERR_FORMAT,

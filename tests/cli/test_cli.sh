@@ -131,7 +131,7 @@ runs:
   golden: {trace: $GOLDEN/small/cpu.h5}
   again: {trace: $WORK/traced/out/traces/traced/pipeline/big.h5}
 checks:
-  - {name: same_run, kind: equivalence, a: golden, b: again, tolerance: bitwise}
+  - {name: same_run, kind: equivalence, a: golden, b: again, quantities: [loss, params], tolerance: bitwise}
 EOF
 expect 0 "a scenario of traces only needs no model" "$DLCHECK" run --golden-dir "$WORK/none" \
   "$WORK/traced/only_traces"
