@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -188,3 +189,32 @@ def test_half_tolerance_must_be_positive(binary: str, tmp_path: Path) -> None:
         "AUDIT = {'half_tolerance': -1}\n")
     r = run_audit(adapter, tmp_path / "out", families=["export"], binary=binary)
     assert r.exit_code == 2 and "half_tolerance" in r.message
+
+
+
+def audit_inference_transform(body: str, binary: str, tmp_path: Path) -> Any:
+    """The export family on x4_inference_skips_normalisation's training code
+    with preprocess_for_inference(raw) returning `body`."""
+    adapter = tmp_path / "ad.py"
+    adapter.write_text(
+        f"import sys; sys.path.insert(0, {str(EXAMPLES)!r})\n"
+        "from x4_inference_skips_normalisation import (batches, make_model, make_optimizer,\n"
+        "                                              preprocess, train_step)\n"
+        f"def preprocess_for_inference(raw):\n    return {body}\n")
+    return run_audit(adapter, tmp_path / "out", families=["export"], binary=binary)
+
+
+def test_inference_transform_is_checked_without_an_export(binary: str, tmp_path: Path) -> None:
+    """X4 from preprocess_for_inference alone: an input of another dtype makes
+    the eager model raise, counted as a mismatch with the dtype named; the
+    pair x4_inference_skips_normalisation(.py, _fixed.py) shows the scale."""
+    r = audit_inference_transform("preprocess(raw).double()", binary, tmp_path)
+    assert r.exit_code == 1 and r.ids == {"X4"}, r.text
+    x4 = next(o for o in r.outcomes if o.name == "serving_preprocess_matches")
+    assert "dtype float64 served, float32 in training" in x4.evidence, x4.evidence
+
+
+def test_inference_transform_that_raises_names_it(binary: str, tmp_path: Path) -> None:
+    r = audit_inference_transform("raw.numpy()", binary, tmp_path)
+    assert r.exit_code == 2 and "preprocess_for_inference" in r.message, r.message
+    assert "must return a tensor, got ndarray" in r.message

@@ -19,6 +19,8 @@ A module (a file path or an importable name) exposes
     serve(path) -> a callable: raw model input -> outputs, as the
                    serving code loads and preprocesses it            optional
     preprocess(raw) -> the model input, as training prepares it      optional
+    preprocess_for_inference(raw) -> the model input, as the inference
+                   or serving code prepares it (no export needed)    optional
     AUDIT = {"batch_size": .., "accumulation": .., "steps": .., "seed": ..,
              "frozen": [name prefixes meant to stay frozen],
              "waive": {check name or catalogue ID: reason},
@@ -44,7 +46,8 @@ import torch
 
 REQUIRED = ("make_model", "make_optimizer", "batches", "train_step")
 OPTIONAL = ("evaluate", "save_checkpoint", "load_checkpoint", "wrap_ddp", "make_scaler",
-            "make_scheduler", "split_batch", "export", "serve", "preprocess")
+            "make_scheduler", "split_batch", "export", "serve", "preprocess",
+            "preprocess_for_inference")
 SETTINGS = {"batch_size": 32, "accumulation": 4, "steps": 6, "seed": 0, "frozen": (),
             "waive": {}, "half_tolerance": 0.05}
 #: what a waiver names: a catalogue ID ("G4") or a check ("accumulation_matches_big_batch");

@@ -26,7 +26,9 @@ X5 when the export holds float16/bfloat16; X2 when torch.jit.trace warned
 during the export or the audit's own trace of the model differs on the
 same batches; X6 otherwise. X4 compares serve(path)(raw) with eager
 model(preprocess(raw)) and names the statistic of the served input that
-differs."""
+differs; without serve(), an adapter's preprocess_for_inference(raw) (the
+inference side's own transform) is fed to the eager model instead, against
+the same reference, so no export is needed for it."""
 from __future__ import annotations
 
 import contextlib
@@ -36,7 +38,7 @@ import math
 import os
 import warnings
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Optional
 
 import torch
@@ -384,6 +386,9 @@ def run(ctx: Context) -> Family:
                 _team(ctx, r.inner, example, cases, folder, found)
             else:
                 _own(ctx, r.inner, cases, folder, found)
+            if "X4" in found.not_tested and ctx.adapter.has("preprocess_for_inference"):
+                del found.not_tested["X4"]
+                _inference_preprocessing(ctx, r.inner, cases, found)
     for i, text in found.notes.items():
         r.rec.note(f"export_{i.lower()}", text)
     for i, n in found.counts.items():
@@ -436,8 +441,9 @@ def _team(ctx: Context, model: torch.nn.Module, example: Any, cases: list[Case],
     if serve_takes_raw:
         _preprocessing(ctx, path, cases, found, loaded)
     else:
-        found.not_tested["X4"] = ("the adapter has no serve() and preprocess() (X4 compares the "
-                                  "serving code's preprocessing with training's)")
+        found.not_tested["X4"] = ("the adapter has no serve() and preprocess(), nor "
+                                  "preprocess_for_inference() (X4 compares the serving code's "
+                                  "preprocessing with training's)")
 
 
 def _serve(ctx: Context, path: str) -> Callable[[torch.Tensor], Any]:
@@ -532,7 +538,8 @@ def _own(ctx: Context, model: torch.nn.Module, cases: list[Case], folder: str,
     found.not_tested["X1"] = why
     found.not_tested["X3"] = why + " with dynamic axes"
     found.not_tested["X5"] = why + " in float32"
-    found.not_tested["X4"] = "the adapter has no export(), serve() and preprocess()"
+    found.not_tested["X4"] = ("the adapter has no export(), serve() and preprocess(), nor "
+                              "preprocess_for_inference()")
     notes = []
     try:
         traced, warned = own_trace(model, cases[0].x)
@@ -607,6 +614,33 @@ def _preprocessing(ctx: Context, path: str, cases: list[Case], found: Findings,
         (f"The served model's input against training's preprocess(raw): {diff}. " if diff else
          "The served model's input was not seen (neither torch.jit nor onnxruntime ran it). ") +
         f"serve(path)(raw) against eager model(preprocess(raw)): {_summary(got)}."))
+
+
+def _inference_preprocessing(ctx: Context, model: torch.nn.Module, cases: list[Case],
+                             found: Findings) -> None:
+    """X4 without an export: eager model(preprocess_for_inference(raw)) against
+    eager model(preprocess(raw)), the two inputs' statistics compared."""
+    def inference_input(raw: torch.Tensor) -> torch.Tensor:
+        x = ctx.adapter.call("preprocess_for_inference", raw)
+        if not isinstance(x, torch.Tensor):
+            raise AdapterError("preprocess_for_inference",
+                               f"must return a tensor, got {type(x).__name__}")
+        return x
+
+    model.eval()
+    with torch.no_grad():
+        served = [inference_input(c.raw) for c in cases]  # the team's transform raising: exit 2
+    got = [compare(model, replace(c, x=x)) for c, x in zip(cases, served)]
+    bad = [i for i, o in enumerate(got) if not o.ok]
+    if not bad:
+        found.add("X4", 0, f"model(preprocess_for_inference(raw)) matches "
+                           f"model(preprocess(raw)): {_summary(got)}.")
+        return
+    diff = input_difference(served[bad[0]], cases[bad[0]].x)
+    found.add("X4", len(bad), (
+        f"preprocess_for_inference(raw) against training's preprocess(raw): {diff}. "
+        f"model(preprocess_for_inference(raw)) against model(preprocess(raw)): "
+        f"{_summary(got)}."))
 
 
 @contextlib.contextmanager
