@@ -75,8 +75,11 @@ efbig_case "a checkpoint, ulimit -f 8" "$TMPDIR" $?
 # A CI harness that sends SIGKILL and starts the next command at once has
 # not waited for the killed one yet: a zombie, whose PID kill() still
 # finds. Python's subprocess does exactly that (bash would reap at once).
+# slow: 3000 steps, about 1.5 s with its pitfalls on an idle 2-core machine,
+# so that a kill after 0.5 s lands in the middle (1000 steps took 0.42 s:
+# the run could end first).
 mkdir -p "$WORK/slow"
-sed -e 's/name: wide/name: slow/' -e 's/^steps: 6/steps: 1000/' -e 's/limit: 256/limit: 1024/' \
+sed -e 's/name: wide/name: slow/' -e 's/^steps: 6/steps: 3000/' -e 's/limit: 256/limit: 1024/' \
   "$WORK/wide/scenario.yaml" >"$WORK/slow/scenario.yaml"
 if [ -x /usr/bin/python3 ]; then
   /usr/bin/python3 "$HERE/killed.py" "$DLCHECK" "$WORK" >"$WORK/killed" 2>&1
