@@ -41,9 +41,11 @@ typedef struct dlc_run_options {
   int64_t stats_from, stats_to, stop_after;
 } dlc_run_options;
 
-/* The most a run's trace may hold in memory (per-step series, digests,
- * layer statistics): 4 GiB. A run that would record more is refused
- * before its first step, with the number of steps that would fit. */
+/* The most a run's trace may hold (per-step series and digests, which
+ * past 1 MiB per array live in a file in $TMPDIR, trace/spill.h; layer
+ * statistics, in memory): 4 GiB. A run that would record more is refused
+ * before its first step, with the number of steps that would fit, and so
+ * is one whose per-step arrays would not fit in $TMPDIR's free space. */
 #define DLC_TRACE_MAX_BYTES ((int64_t)4 << 30)
 
 /* out must be empty; on failure it is freed and the message names the run. */

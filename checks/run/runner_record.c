@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 static void tensor_stats(const dl_tensor *t, double out[DLC_STAT_COUNT]) {
   double sum = 0, sq = 0, mn = INFINITY, mx = -INFINITY;
@@ -211,13 +212,31 @@ double dlc_trace_bytes(const dlc_run_config *c, const dlc_run_options *o, int64_
   return bytes + per_stats * stats_steps(c, o, steps);
 }
 
+/* The per-step arrays' bytes past the heap's share must fit in the
+ * spill folder (trace/spill.h): refused now rather than at step 10^7. */
+static dl_status check_spill_room(double per_step_bytes, int64_t steps) {
+  double spilled = per_step_bytes * (double)steps;
+  if (spilled <= DLC_SPILL_AFTER) return DL_OK;
+  const char *dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+  struct statvfs fs;
+  if (statvfs(dir, &fs) != 0) return DL_OK; /* the spill itself will say what is wrong */
+  double room = (double)fs.f_bavail * (double)fs.f_frsize;
+  if (spilled <= room) return DL_OK;
+  return dl_fail(DL_ERR_INVALID,
+                 "its trace's per-step series and digests would need %.1f MiB in %s, which has "
+                 "%.1f MiB free: free space there, set TMPDIR to a folder with room, or run "
+                 "fewer steps",
+                 spilled / (1 << 20), dir, room / (1 << 20));
+}
+
 dl_status dlc_record_check_size(const dlc_rank *r, int64_t steps) {
   int ntensors = r->net.nparams + dl_model_num_buffers(r->net.model);
   double bytes = dlc_trace_bytes(r->cfg, r->sh->opt, steps, ntensors);
-  if (bytes <= DLC_TRACE_MAX_BYTES) return DL_OK;
+  if (bytes <= DLC_TRACE_MAX_BYTES)
+    return check_spill_room(DLC_STEP_SERIES * 8.0 + 8.0 * ntensors, steps);
   double per_step = bytes / (double)steps;
   return dl_fail(DL_ERR_INVALID,
-                 "its trace would hold %.1f GiB in memory (%lld steps of about %.0f bytes: "
+                 "its trace would hold %.1f GiB (%lld steps of about %.0f bytes: "
                  "%d series, %d tensor digests and the layer statistics), more than the "
                  "%d GiB a run may record: use at most %.0f steps (or a larger stats_every)",
                  bytes / (1 << 30), (long long)steps, per_step, DLC_STEP_SERIES, ntensors,

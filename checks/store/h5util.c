@@ -380,8 +380,31 @@ static bool type_is(hid_t t, dlc_h5_num type) {
   return H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 8 && H5Tget_sign(t) == H5T_SGN_NONE;
 }
 
-dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5_num type, int rank,
-                          hsize_t *dims, void **data) {
+/* The rows of ds (rank 1 or 2, dims) into data, DLC_SPILL_CHUNK bytes of
+ * them at a time, each written one handed to dlc_spill_written, so that a
+ * long dataset read into a spilled array stays out of the process. */
+static dl_status read_rows(hid_t ds, hid_t mtype, int rank, const hsize_t *dims, void *data,
+                           dlc_spill *sp) {
+  hsize_t cols = rank == 2 ? dims[1] : 1, row = cols * 8;
+  hsize_t per = row >= DLC_SPILL_CHUNK ? 1 : DLC_SPILL_CHUNK / row;
+  hid_t file_space = H5Dget_space(ds);
+  bool ok = file_space >= 0;
+  for (hsize_t r = 0; ok && r < dims[0]; r += per) {
+    hsize_t start[2] = {r, 0}, count[2] = {dims[0] - r < per ? dims[0] - r : per, cols};
+    hid_t mem_space = H5Screate_simple(rank, count, NULL);
+    ok = mem_space >= 0 &&
+         H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL) >= 0 &&
+         H5Dread(ds, mtype, mem_space, file_space, H5P_DEFAULT, (char *)data + r * row) >= 0;
+    if (mem_space >= 0) H5Sclose(mem_space);
+    if (ok) dlc_spill_written(data, sp, (size_t)((r + count[0]) * row));
+  }
+  if (file_space >= 0) H5Sclose(file_space);
+  return ok ? DL_OK : DL_ERR_FORMAT;
+}
+
+/* dlc_h5_read_num, into a malloc'd array (sp NULL) or a spilled one. */
+static dl_status read_num(hid_t loc, const char *where, const char *name, dlc_h5_num type, int rank,
+                          hsize_t *dims, void **data, dlc_spill *sp) {
   hid_t ds;
   *data = NULL;
   DL_TRY(open_dataset(loc, where, name, &ds));
@@ -393,20 +416,34 @@ dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5
                 type == DLC_H5_F64 ? "float64" : "uint64");
   if (s == DL_OK) s = get_dims(ds, where, name, rank, dims, &numel);
   if (s == DL_OK) s = check_storage(ds, where, name);
-  if (s == DL_OK && numel && !(*data = malloc((size_t)numel * 8)))
+  if (s == DL_OK && numel && !sp && !(*data = malloc((size_t)numel * 8)))
     s = dl_fail(DL_ERR_NOMEM, "%s/%s: out of memory for %llu values", where, name,
                 (unsigned long long)numel);
+  if (s == DL_OK && numel && sp) s = dlc_spill_grow(data, sp, (size_t)numel * 8, name);
   hid_t mtype = type == DLC_H5_F64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_UINT64;
-  if (s == DL_OK && numel && H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *data) < 0)
+  if (s == DL_OK && numel &&
+      (sp ? read_rows(ds, mtype, rank, dims, *data, sp) != DL_OK
+          : H5Dread(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *data) < 0))
     s = fail_h5(DL_ERR_FORMAT, "cannot read the data; the file may be truncated or damaged", where,
                 name);
   if (t >= 0) H5Tclose(t);
   H5Dclose(ds);
   if (s != DL_OK) {
-    free(*data);
+    if (sp) dlc_spill_free(*data, sp);
+    else free(*data);
     *data = NULL;
   }
   return s;
+}
+
+dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5_num type, int rank,
+                          hsize_t *dims, void **data) {
+  return read_num(loc, where, name, type, rank, dims, data, NULL);
+}
+
+dl_status dlc_h5_read_num_spilled(hid_t loc, const char *where, const char *name, dlc_h5_num type,
+                                  int rank, hsize_t *dims, void **data, dlc_spill *sp) {
+  return read_num(loc, where, name, type, rank, dims, data, sp);
 }
 
 dl_status dlc_h5_read_strs(hid_t loc, const char *where, const char *name, dlc_h5_strs *out) {

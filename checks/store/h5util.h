@@ -14,6 +14,7 @@
 #define DLC_H5UTIL_H
 
 #include "status.h"
+#include "trace/spill.h"
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -61,6 +62,11 @@ dl_status dlc_h5_write_num(hid_t loc, const char *where, const char *name, dlc_h
  * empty) and bit-exact. */
 dl_status dlc_h5_read_num(hid_t loc, const char *where, const char *name, dlc_h5_num type, int rank,
                           hsize_t *dims, void **data);
+/* The same (rank 1 or 2) into an array that spills to a file when long
+ * (trace/spill.h; sp empty before, freed with dlc_spill_free), read a
+ * chunk of rows at a time: a trace's per-step series and digests. */
+dl_status dlc_h5_read_num_spilled(hid_t loc, const char *where, const char *name, dlc_h5_num type,
+                                  int rank, hsize_t *dims, void **data, dlc_spill *sp);
 
 /* ---- string datasets ------------------------------------------------------- */
 

@@ -54,10 +54,13 @@ typedef struct f64_sink {
   hsize_t cols;          /* rank 2: the columns required */
   const char *cols_what; /* what they are, for the message */
   void *owner;           /* the trace or envelope */
+  bool spilled;          /* group: read into arrays that spill when long (trace/spill.h) */
   bool (*reserve)(void *owner, int64_t n);
-  /* group: data is the entry's dataset of `rows` rows, which put owns from
-   * then on; table: data is the entry's row of values, to be copied. */
-  void (*put)(void *owner, int64_t i, const char *name, int64_t rows, double *data);
+  /* group: data is the entry's dataset of `rows` rows (where sp says),
+   * which put owns from then on; table: data is the entry's row of values,
+   * to be copied, and sp empty. */
+  void (*put)(void *owner, int64_t i, const char *name, int64_t rows, double *data,
+              const dlc_spill *sp);
 } f64_sink;
 
 static dl_status reserve(const f64_sink *k, int64_t n, const char *where) {
@@ -83,16 +86,19 @@ static dl_status read_f64_group(hid_t g, const char *where, const f64_sink *k) {
     char *link, name[DLC_NAME_MAX];
     hsize_t dims[2];
     void *v = NULL;
+    dlc_spill sp = {0};
     DL_TRY(dlc_h5_link_name(g, where, i, &link));
     dl_status st = dlc_trace_decode_name(link, where, name);
-    if (st == DL_OK) st = dlc_h5_read_num(g, where, link, DLC_H5_F64, k->rank, dims, &v);
+    if (st == DL_OK)
+      st = k->spilled ? dlc_h5_read_num_spilled(g, where, link, DLC_H5_F64, k->rank, dims, &v, &sp)
+                      : dlc_h5_read_num(g, where, link, DLC_H5_F64, k->rank, dims, &v);
     if (st == DL_OK) st = check_cols(k, dims, where, link);
     free(link);
     if (st != DL_OK) {
-      free(v);
+      dlc_spill_free(v, &sp);
       return st;
     }
-    k->put(k->owner, i, name, (int64_t)dims[0], v);
+    k->put(k->owner, i, name, (int64_t)dims[0], v, &sp);
   }
   return DL_OK;
 }
@@ -113,7 +119,7 @@ static dl_status read_f64_table(hid_t g, const char *where, const f64_sink *k) {
   for (int64_t i = 0; s == DL_OK && i < names.n; i++) {
     char name[DLC_NAME_MAX];
     s = dlc_h5_strs_get(&names, i, where, "names", name, sizeof name);
-    if (s == DL_OK) k->put(k->owner, i, name, 1, (double *)raw + (size_t)i * cols);
+    if (s == DL_OK) k->put(k->owner, i, name, 1, (double *)raw + (size_t)i * cols, &(dlc_spill){0});
   }
   free(raw);
   dlc_h5_strs_free(&names);
@@ -125,17 +131,23 @@ static bool series_reserve(void *owner, int64_t n) {
   return (t->series = calloc((size_t)(n ? n : 1), sizeof *t->series)) != NULL;
 }
 
-static void series_put(void *owner, int64_t i, const char *name, int64_t rows, double *v) {
+static void series_put(void *owner, int64_t i, const char *name, int64_t rows, double *v,
+                       const dlc_spill *sp) {
   dlc_trace *t = owner;
   snprintf(t->series[i].name, sizeof t->series[i].name, "%s", name);
   t->series[i].n = rows;
   t->series[i].v = v;
+  t->series[i].spill = *sp;
   t->nseries = (int)i + 1;
 }
 
 static dl_status read_series(hid_t g, const char *where, dlc_trace *t, dlc_golden_meta *m) {
   (void)m;
-  f64_sink k = {.rank = 1, .owner = t, .reserve = series_reserve, .put = series_put};
+  f64_sink k = {.rank = 1,
+                .owner = t,
+                .spilled = true,
+                .reserve = series_reserve,
+                .put = series_put};
   return read_f64_group(g, where, &k);
 }
 
@@ -154,7 +166,9 @@ static dl_status read_digests(hid_t g, const char *where, dlc_trace *t, dlc_gold
   void *values = NULL;
   DL_TRY(dlc_h5_read_strs(g, where, "names", &names));
   dl_status s = count_fits_int(names.n, where);
-  if (s == DL_OK) s = dlc_h5_read_num(g, where, "values", DLC_H5_U64, 2, dims, &values);
+  dlc_spill sp = {0};
+  if (s == DL_OK)
+    s = dlc_h5_read_num_spilled(g, where, "values", DLC_H5_U64, 2, dims, &values, &sp);
   if (s == DL_OK)
     s = same_count(where, "values' second dimension", (int64_t)dims[1], "names", names.n);
   if (s == DL_OK && !(t->digest_names = calloc((size_t)(names.n ? names.n : 1), DLC_NAME_MAX)))
@@ -164,9 +178,11 @@ static dl_status read_digests(hid_t g, const char *where, dlc_trace *t, dlc_gold
     t->ndigest = (int)names.n;
     t->digest_steps = (int64_t)dims[0];
     t->digests = values;
+    t->digest_spill = sp;
     values = NULL;
+    sp = (dlc_spill){0};
   }
-  free(values);
+  dlc_spill_free(values, &sp);
   dlc_h5_strs_free(&names);
   return s;
 }
@@ -222,7 +238,9 @@ static bool metrics_reserve(void *owner, int64_t n) {
   return (t->metrics = calloc((size_t)(n ? n : 1), sizeof *t->metrics)) != NULL;
 }
 
-static void metrics_put(void *owner, int64_t i, const char *name, int64_t rows, double *row) {
+static void metrics_put(void *owner, int64_t i, const char *name, int64_t rows, double *row,
+                        const dlc_spill *sp) {
+  (void)sp;
   (void)rows;
   dlc_trace *t = owner;
   snprintf(t->metrics[i].name, sizeof t->metrics[i].name, "%s", name);
@@ -343,7 +361,9 @@ static bool env_series_reserve(void *owner, int64_t n) {
   return (e->series = calloc((size_t)(n ? n : 1), sizeof *e->series)) != NULL;
 }
 
-static void env_series_put(void *owner, int64_t i, const char *name, int64_t rows, double *v) {
+static void env_series_put(void *owner, int64_t i, const char *name, int64_t rows, double *v,
+                           const dlc_spill *sp) {
+  (void)sp; /* read unspilled: the envelope is held on the heap */
   dlc_envelope *e = owner;
   dlc_envelope_series *es = &e->series[i];
   snprintf(es->name, sizeof es->name, "%s", name);
@@ -367,7 +387,9 @@ static bool env_finals_reserve(void *owner, int64_t n) {
   return (e->finals = calloc((size_t)(n ? n : 1), sizeof *e->finals)) != NULL;
 }
 
-static void env_finals_put(void *owner, int64_t i, const char *name, int64_t rows, double *row) {
+static void env_finals_put(void *owner, int64_t i, const char *name, int64_t rows, double *row,
+                           const dlc_spill *sp) {
+  (void)sp;
   (void)rows;
   dlc_envelope *e = owner;
   snprintf(e->finals[i].name, sizeof e->finals[i].name, "%s", name);

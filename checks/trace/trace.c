@@ -2,6 +2,7 @@
 
 #include "trace/trace.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -34,10 +35,10 @@ void dlc_trace_init(dlc_trace *t, const char *scenario, const char *run) {
 }
 
 void dlc_trace_free(dlc_trace *t) {
-  for (int i = 0; i < t->nseries; i++) free(t->series[i].v);
+  for (int i = 0; i < t->nseries; i++) dlc_spill_free(t->series[i].v, &t->series[i].spill);
   free(t->series);
   free(t->digest_names);
-  free(t->digests);
+  dlc_spill_free(t->digests, &t->digest_spill);
   for (int i = 0; i < t->nstats; i++) {
     free(t->stats[i].layer);
     free(t->stats[i].stat);
@@ -67,10 +68,14 @@ dl_status dlc_trace_push(dlc_trace *t, const char *name, double v) {
     s = &arr[t->nseries - 1];
     copy_name(s->name, name);
   }
-  double *nv = realloc(s->v, (size_t)(s->n + 1) * sizeof *nv);
-  if (!nv) return dl_fail(DL_ERR_NOMEM, "out of memory growing series %s", name);
-  s->v = nv;
+  size_t end = (size_t)(s->n + 1) * sizeof *s->v;
+  void *values = s->v;
+  char what[DLC_NAME_MAX + 8];
+  if (end > s->spill.cap) snprintf(what, sizeof what, "series %s", s->name);
+  DL_TRY(dlc_spill_grow(&values, &s->spill, end, what));
+  s->v = values;
   s->v[s->n++] = v;
+  dlc_spill_written(s->v, &s->spill, end);
   return DL_OK;
 }
 
@@ -172,12 +177,14 @@ static dl_status fix_digest_names(dlc_trace *t, int n, const char *const *names)
 dl_status dlc_trace_push_digests(dlc_trace *t, int n, const char *const *names,
                                  const dl_tensor *const *tensors) {
   DL_TRY(fix_digest_names(t, n, names));
-  uint64_t *d = realloc(t->digests, (size_t)((t->digest_steps + 1) * n + 1) * sizeof *d);
-  if (!d) return dl_fail(DL_ERR_NOMEM, "out of memory growing digests");
+  size_t end = (size_t)((t->digest_steps + 1) * n) * sizeof *t->digests;
+  void *d = t->digests;
+  DL_TRY(dlc_spill_grow(&d, &t->digest_spill, end + sizeof *t->digests, "digests"));
   t->digests = d;
   for (int j = 0; j < n; j++)
-    d[t->digest_steps * n + j] = dlc_digest(tensors[j]->data, dl_tensor_bytes(tensors[j]));
+    t->digests[t->digest_steps * n + j] = dlc_digest(tensors[j]->data, dl_tensor_bytes(tensors[j]));
   t->digest_steps++;
+  dlc_spill_written(t->digests, &t->digest_spill, end);
   return DL_OK;
 }
 
@@ -222,9 +229,9 @@ dl_status dlc_trace_copy(dlc_trace *dst, const dlc_trace *src) {
     free(names);
     DL_TRY(s);
     size_t bytes = (size_t)(src->digest_steps * src->ndigest) * sizeof *src->digests;
-    dst->digests = malloc(bytes + sizeof *src->digests);
-    if (!dst->digests) return dl_fail(DL_ERR_NOMEM, "out of memory copying digests");
-    memcpy(dst->digests, src->digests, bytes);
+    void *d = NULL;
+    DL_TRY(dlc_spill_copy(&d, &dst->digest_spill, src->digests, bytes, "digests"));
+    dst->digests = d;
     dst->digest_steps = src->digest_steps;
   }
   for (int i = 0; i < src->nstats; i++) {

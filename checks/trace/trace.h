@@ -18,11 +18,15 @@
 #include <stdint.h>
 
 #include "trace/dlc_limits.h"
+#include "trace/spill.h"
 
+/* A long run's per-step arrays (a series' values, the digests) spill from
+ * the heap to a mapped file (trace/spill.h): still one array to index. */
 typedef struct dlc_series {
   char name[DLC_NAME_MAX];
   int64_t n; /* steps recorded */
   double *v; /* n values (double: holds float32 values and counts exactly) */
+  dlc_spill spill;
 } dlc_series;
 
 typedef struct dlc_named_tensor {
@@ -76,6 +80,7 @@ typedef struct dlc_trace {
   char (*digest_names)[DLC_NAME_MAX];
   int64_t digest_steps;
   uint64_t *digests;
+  dlc_spill digest_spill;
 
   dlc_layer_stats *stats;
   int nstats;

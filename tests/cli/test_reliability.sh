@@ -195,4 +195,22 @@ else
   echo "skip damaged headers: no h5py or xxhash for /usr/bin/python3"
 fi
 
+# ---- 7. a long run's per-step series spill to $TMPDIR, and need its room -----
+# 200000 steps of the small model: 80 bytes a step (6 series, 4 digests),
+# 16 MB, past the 1 MiB an array keeps on the heap (checks/trace/spill.h).
+mkdir -p "$WORK/long"
+sed -e 's/name: small/name: long/' -e 's/^steps: 6/steps: 200000/' -e '/^  accumulated:/d' \
+  -e 's/^  - {name: same_update.*/  - {name: finite, kind: nonfinite, a: big}/' -e '/^pitfalls:/,$d' \
+  "$WORK/small/scenario.yaml" >"$WORK/long/scenario.yaml"
+expect 0 "a long run spills its series and passes" "$DLCHECK" run --golden-dir "$WORK/none" --out "$WORK/long_out" "$WORK/long"
+no_scratch "a long run: nothing left in TMPDIR (the spill files have no name)"
+if mkdir -p "$WORK/small_tmp" && mount -t tmpfs -o size=4m tmpfs "$WORK/small_tmp" 2>/dev/null; then
+  TMPDIR=$WORK/small_tmp expect 2 "a long run, TMPDIR with 4 MiB: refused before it starts" \
+    "$DLCHECK" run --golden-dir "$WORK/none" "$WORK/long"
+  contains "says how much it needs, and where" "would need 15.3 MiB in $WORK/small_tmp"
+  umount "$WORK/small_tmp"
+else
+  echo "skip a long run with a small TMPDIR: cannot mount a tmpfs here (not root)"
+fi
+
 finish
