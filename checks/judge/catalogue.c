@@ -135,6 +135,18 @@ static const dlc_pitfall_entry entries[] = {
     {"F3", "dead ReLUs or vanishing gradients", "layers stop learning",
      "check initialisation and learning rate; watch per-layer update ratios",
      "frozen_params: per-tensor update ratios", DLC_REACH_CPU},
+    /* F4: the engine's modules register all their state; a plain tensor
+     * attribute exists only in a team's own PyTorch module. */
+    {"F4",
+     "module state kept as a plain tensor attribute instead of a registered buffer (running "
+     "statistics, EMA weights, counters)",
+     "it is not in state_dict(): a checkpoint loses it, .to() does not move it and DDP does not "
+     "broadcast it",
+     "self.register_buffer(name, tensor) in __init__ (persistent=False to keep it out of "
+     "checkpoints)",
+     "the audit's parameters family: plain tensors training changed, and two models reloaded "
+     "from the state dict, one given those tensors too, answering differently",
+     DLC_REACH_AUDIT},
     {"N1", "exploding gradients without clipping (or a function taken outside its domain)",
      "the loss becomes NaN",
      "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) before optimizer.step(); "

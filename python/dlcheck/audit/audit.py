@@ -25,7 +25,7 @@ from .summary import AuditResult
 
 #: family name -> (runs it, the adapter pieces it needs, the IDs it covers)
 FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
-    "parameters": (parameters.run, (), ("F1", "F2", "F3")),
+    "parameters": (parameters.run, (), ("F1", "F2", "F3", "F4")),
     "accumulation": (accumulation.run, (), ("G1", "G2", "G3", "G4", "G5")),
     "inference": (inference.run, ("evaluate",), ("M1", "M2", "M3", "M4")),
     "nonfinite": (nonfinite.run, (), ("N1",)),

@@ -1,4 +1,5 @@
-"""Parameters: every parameter that should train does (F1, F2, F3).
+"""Parameters: every parameter that should train does (F1, F2, F3), and
+the state training changes is in the state dict (F4, modulestate.py).
 
 One training run of the team's step; for each parameter its requires_grad
 and in-optimizer flags (the recorder writes them), whether the optimizer
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import torch
 
+from . import modulestate
 from .context import Context
-from .scenario import Check, Family, zero_count
+from .export import model_input
+from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("Every parameter the team's model should train trains: requires_grad on, in "
                "the optimizer, given gradients by the training step.")
@@ -30,6 +33,7 @@ def run(ctx: Context) -> Family:
     s = ctx.settings
     r = ctx.recorded(fam.scenario, "trained")
     start = {n: p.detach().clone() for n, p in r.named}
+    plain = modulestate.Snapshot.of(r.inner)
     r.train(s.steps)
     declared = s.frozen
 
@@ -63,6 +67,7 @@ def run(ctx: Context) -> Family:
     rec.note("params_not_updated", _listing(
         unmoved, f"got non-zero gradients and have a learning rate above 0, yet no element "
         f"changed in {len(r.grads)} steps (is optimizer.step() skipped or undone?)."))
+    unregistered = _unregistered_state(ctx, r, plain)
     fam.runs["trained"] = r.save()
     r.close()
     fam.checks += [
@@ -78,4 +83,31 @@ def run(ctx: Context) -> Family:
                    "params_without_gradient", "F3",
                    "every optimized parameter receives a gradient"),
     ]
+    if unregistered:
+        fam.not_tested.append(NotTested("module_state_registered", ("F4",), unregistered))
+    else:
+        fam.checks.append(zero_count(
+            "module_state_registered", "trained", "plain_state_lost_at_reload", "F4",
+            "every tensor training changes is a parameter or buffer (in the state dict)"))
     return fam
+
+
+def _unregistered_state(ctx: Context, r, before: modulestate.Snapshot) -> str:
+    """Records plain_state_lost_at_reload (F4) and its note; the reason it
+    could not be measured, or "" when it was."""
+    try:
+        x = model_input(ctx.adapter.next_batch(ctx.adapter.batch_iter(
+            ctx.settings.seed, ctx.settings.batch_size), 0))
+    except TypeError as e:
+        changed, constant = modulestate.changes(before, r.inner)
+        found = modulestate.Lost(changed, constant, [], str(e) if changed else "")
+    else:
+        found = modulestate.lost_at_reload(r.inner, lambda: ctx.adapter.model(ctx.settings.seed),
+                                           before, x, seed=ctx.settings.seed)
+    if found.why_untested:
+        return (f"plain tensor attributes changed by training, not in the state dict: "
+                f"{modulestate.describe(found.changed)}; whether a reload loses them was not "
+                f"measured: {found.why_untested}")
+    r.rec.metric("plain_state_lost_at_reload", len(found.lost))
+    r.rec.note("plain_state_lost_at_reload", found.note())
+    return ""
