@@ -171,7 +171,7 @@ class Lost:
 
 
 def lost_at_reload(model: torch.nn.Module, fresh: Callable[[], torch.nn.Module],
-                   before: Snapshot, x: torch.Tensor, *, seed: int = 0) -> Lost:
+                   before: Snapshot, x: Optional[torch.Tensor], *, seed: int = 0) -> Lost:
     """Which plain tensors of the trained `model`, changed since `before`,
     a checkpoint of its state dict loses: two models built by `fresh()` (as
     make_model() does) and loaded with model.state_dict(), one of them

@@ -95,12 +95,12 @@ def run(ctx: Context) -> Family:
 def _unregistered_state(ctx: Context, r, before: modulestate.Snapshot) -> str:
     """Records plain_state_lost_at_reload (F4) and its note; the reason it
     could not be measured, or "" when it was."""
-    try:
+    changed, constant = modulestate.changes(before, r.inner)
+    try:  # a batch read only when something changed: the usual model holds only constants
         x = model_input(ctx.adapter.next_batch(ctx.adapter.batch_iter(
-            ctx.settings.seed, ctx.settings.batch_size), 0))
+            ctx.settings.seed, ctx.settings.batch_size), 0)) if changed else None
     except TypeError as e:
-        changed, constant = modulestate.changes(before, r.inner)
-        found = modulestate.Lost(changed, constant, [], str(e) if changed else "")
+        found = modulestate.Lost(changed, constant, [], str(e))
     else:
         found = modulestate.lost_at_reload(r.inner, lambda: ctx.adapter.model(ctx.settings.seed),
                                            before, x, seed=ctx.settings.seed)
