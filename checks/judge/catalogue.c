@@ -84,6 +84,19 @@ static const dlc_pitfall_entry entries[] = {
      "the audit's ddp family: the samples the ranks' evaluate() feeds the model, counted "
      "against one process's",
      DLC_REACH_AUDIT},
+    /* D10: seen in the module a team's wrap_ddp returns; the engine's ranks
+     * are processes. */
+    {"D10", "nn.DataParallel used where DistributedDataParallel is meant",
+     "one process drives every device: the model is replicated and its buffers broadcast from "
+     "device 0 at every forward, the gradients gathered through one Python interpreter (GIL-bound, "
+     "slower than DDP and not multi-node); across processes it does nothing, every rank trains "
+     "alone",
+     "one process per device with torch.distributed.init_process_group and "
+     "DistributedDataParallel(model, device_ids=[local_rank]) (on the CPU without device_ids), a "
+     "DistributedSampler for the data",
+     "the audit's ddp family: the module wrap_ddp returns (and make_model's), searched for "
+     "nn.DataParallel",
+     DLC_REACH_AUDIT},
     {"M1", "inference without model.eval()", "dropout and batch statistics make outputs vary",
      "model.eval() before inference (and model.train() after)",
      "train_eval: two identical inferences differ", DLC_REACH_CPU},
@@ -126,6 +139,17 @@ static const dlc_pitfall_entry entries[] = {
      "the schedule restarts after resuming (warm-up again, decay from the start)",
      "save and load scheduler.state_dict() with the optimizer's",
      "ckpt_roundtrip (with a warm-up schedule): resumed against straight run", DLC_REACH_CPU},
+    /* C8: seen in what a team's save_checkpoint writes; the engine saves
+     * tensors only. */
+    {"C8",
+     "the whole model pickled into the checkpoint (torch.save(model)) instead of its state dict",
+     "the file loads only where the model's class is importable under the same module path and "
+     "unpickles as it was defined then: a refactor or rename breaks every old checkpoint",
+     "save model.state_dict() (model.module.state_dict() under DDP) and load it into a model "
+     "built by the code: model.load_state_dict(torch.load(path)[\"model\"])",
+     "the audit's checkpoint family: torch.load of what save_checkpoint wrote, searched for "
+     "nn.Module objects",
+     DLC_REACH_AUDIT},
     {"F1", "backbone frozen by mistake (requires_grad=False)", "only the head trains",
      "requires_grad_(True) on the parameters that should train",
      "frozen_params: tensors that never changed, prediction histogram", DLC_REACH_CPU},
