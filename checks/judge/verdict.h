@@ -4,7 +4,7 @@
 
 #include "trace/trace.h"
 
-enum { DLC_MAX_CATALOGUE = 8, DLC_CATALOGUE_ID_MAX = 8 };
+enum { DLC_MAX_CATALOGUE = 12, DLC_CATALOGUE_ID_MAX = 8 };
 
 #include <stdbool.h>
 #include <stdint.h>

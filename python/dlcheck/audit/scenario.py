@@ -11,7 +11,7 @@ from typing import Optional
 
 MAX_RUNS, MAX_CHECKS = 8, 16
 #: the harness's limits on a not_tested check's reason and a check's IDs
-MAX_REASON, MAX_IDS = 511, 8
+MAX_REASON, MAX_IDS = 511, 12
 
 
 @dataclass
