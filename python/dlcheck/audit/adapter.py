@@ -324,6 +324,11 @@ def _where(e: BaseException) -> str:
     return f" (at {os.path.basename(f.filename)}:{f.lineno}: {(f.line or '').strip()})"
 
 
+#: the adapter file's module is named this plus the file's name (not the file's name alone: an
+#: adapter beside the team's modules may share a name with one of them)
+MODULE_PREFIX = "dlcheck_adapter_"
+
+
 def _import(source: Union[str, os.PathLike, ModuleType]) -> ModuleType:
     if isinstance(source, ModuleType):
         return source
@@ -332,16 +337,20 @@ def _import(source: Union[str, os.PathLike, ModuleType]) -> ModuleType:
         path = os.path.abspath(text)
         if not os.path.isfile(path):
             raise AdapterError("<module>", f"no adapter file {text}")
-        name = "dlcheck_adapter_" + os.path.splitext(os.path.basename(path))[0]
+        name = MODULE_PREFIX + os.path.splitext(os.path.basename(path))[0]
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         folder = os.path.dirname(path)
         added = folder not in sys.path
         if added:  # the script's own imports (a shared common.py beside it)
             sys.path.insert(0, folder)
+        # registered under its name, as Python registers a script as __main__: pickle finds
+        # the adapter's own classes by module (a checkpoint of a whole model defined there)
+        sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
         except Exception as e:
+            del sys.modules[name]
             raise AdapterError("<module>", f"importing {text} raised {type(e).__name__}: "
                                f"{e}{_where(e)}") from e
         finally:

@@ -22,7 +22,7 @@ from typing import Any, Optional
 import torch
 import torch.distributed as dist
 
-from .adapter import AdapterError
+from .adapter import MODULE_PREFIX, AdapterError
 from .context import Context
 from .ddp import free_port, process_group
 from .scenario import Check, Family, NotTested, zero_count
@@ -208,11 +208,10 @@ def key_diagnosis(path: str, fresh: Mapping) -> Optional[dict[str, Any]]:
     have been rebuilt there): module. prefixes (C4), missing keys (C5),
     shape mismatches (C6); None when the file holds no state dict
     torch.load can read."""
-    try:
-        saved = torch.load(path, map_location="cpu")
-    except Exception:  # the team's own format: not diagnosed
+    readable, saved = _load(path)
+    if not readable:
         return None
-    keys = saved_model_keys(saved, fresh)
+    keys = saved_model_keys(_modules_as_state_dicts(saved), fresh)
     if keys is None:
         return None
     prefixed = [as_saved for k, (as_saved, _) in keys.items()
@@ -222,6 +221,58 @@ def key_diagnosis(path: str, fresh: Mapping) -> Optional[dict[str, Any]]:
     shapes = [f"{k} saved {list(keys[k][1].shape)}, model {list(fresh[k].shape)}"
               for k in fresh if k in keys and keys[k][1].shape != fresh[k].shape]
     return {"prefixed": prefixed, "missing": missing, "unexpected": unexpected, "shapes": shapes}
+
+
+def pickled_modules(saved: Any, path: str = "", depth: int = 6) -> list[str]:
+    """Where a loaded checkpoint holds whole nn.Module objects (pickled by
+    class, C8), each as "entry (module.Class)": the checkpoint itself
+    ("<file>"), or an entry of its dicts, lists and tuples. A ScriptModule
+    is not one: torch.jit.save writes its code, not a reference to a class."""
+    if isinstance(saved, torch.nn.Module):
+        if isinstance(saved, torch.jit.ScriptModule):
+            return []
+        cls = type(saved)
+        module = cls.__module__
+        if module.startswith(MODULE_PREFIX):  # the adapter file, as the team names it
+            module = module[len(MODULE_PREFIX):]
+        return [f"{path or '<file>'} ({module}.{cls.__qualname__})"]
+    if depth == 0:
+        return []
+    if isinstance(saved, Mapping):
+        items = saved.items()
+    elif isinstance(saved, (list, tuple)):
+        items = enumerate(saved)
+    else:
+        return []
+    found: list[str] = []
+    for k, v in items:
+        found += pickled_modules(v, f"{path}.{k}" if path else str(k), depth - 1)
+    return found
+
+
+def _modules_as_state_dicts(saved: Any, depth: int = 6) -> Any:
+    """The loaded checkpoint with every whole nn.Module in it (C8) replaced by
+    its state dict: the model's state it holds, for the key diagnosis (left
+    as objects, a whole model's tensors would be invisible to it and an
+    optimizer's per-parameter state taken for the model's)."""
+    if isinstance(saved, torch.nn.Module) and not isinstance(saved, torch.jit.ScriptModule):
+        return saved.state_dict()
+    if depth == 0:
+        return saved
+    if isinstance(saved, Mapping):
+        return {k: _modules_as_state_dicts(v, depth - 1) for k, v in saved.items()}
+    if isinstance(saved, (list, tuple)):
+        return [_modules_as_state_dicts(v, depth - 1) for v in saved]
+    return saved
+
+
+def _load(path: str) -> tuple[bool, Any]:
+    """(True, the checkpoint torch.load reads back) or (False, None) for the
+    team's own format."""
+    try:
+        return True, torch.load(path, map_location="cpu")
+    except Exception:  # the team's own format: not diagnosed
+        return False, None
 
 
 def _some(names: list, n: int = 4) -> str:
@@ -255,8 +306,9 @@ def _run(ctx: Context, wrap: bool) -> Family:
                else None,
                "lr": [float(g.get("lr", 0.0)) for g in straight.optimizer.param_groups],
                "model": {n: t.detach().clone() for n, t in straight.inner.state_dict().items()}}
-    ad.checkpoint_call("save_checkpoint", path, straight.model, straight.optimizer,
-                       straight.scaler, straight.scheduler)
+    with straight.hooks_detached():
+        ad.checkpoint_call("save_checkpoint", path, straight.model, straight.optimizer,
+                           straight.scaler, straight.scheduler)
     if not os.path.exists(path):
         raise AdapterError("save_checkpoint", f"wrote nothing at the path it was given ({path})")
     straight.record(ctx.trace_path(fam.scenario, "straight"), "straight", fam.scenario)
@@ -328,6 +380,16 @@ def _run(ctx: Context, wrap: bool) -> Family:
             f"{len(diag['shapes'])} shape mismatches ({_some(diag['shapes'], 3)}), yet the load "
             f"raised nothing: those tensors were not restored." if diag["shapes"] else
             "Every saved shape matches the model's."))
+    readable, saved = _load(path)
+    whole = pickled_modules(saved) if readable else None
+    del saved
+    if whole is not None:
+        rec.metric("checkpoint_pickled_modules", len(whole))
+        rec.note("checkpoint_pickled_modules", (
+            f"save_checkpoint pickled {len(whole)} whole nn.Module object(s) into the file: "
+            f"{_some(whole, 3)}. torch.load rebuilds each from its class by module path, so "
+            f"the checkpoint stops loading once that class is renamed, moved or changed."
+            if whole else "The checkpoint holds no nn.Module object (state dicts only)."))
     ok = resumed.train(s.steps - k)
     if resumed.scheduler is not None:  # written once the resumed run's learning rates are known
         lost_sched.sort(key=lambda p: (p.count("."), p))  # top-level entries first
@@ -379,4 +441,12 @@ def _run(ctx: Context, wrap: bool) -> Family:
         fam.not_tested.append(NotTested(
             "checkpoint_key_diagnosis", ("C4", "C5", "C6"),
             "torch.load found no state dict (a mapping of names to tensors) in the checkpoint"))
+    if whole is not None:
+        fam.checks.append(zero_count(
+            "checkpoint_holds_no_whole_model", "resumed", "checkpoint_pickled_modules", "C8",
+            "the checkpoint holds state dicts, no nn.Module pickled by its class"))
+    else:
+        fam.not_tested.append(NotTested(
+            "checkpoint_holds_no_whole_model", ("C8",),
+            "torch.load cannot read the checkpoint (the team's own format)"))
     return fam

@@ -146,6 +146,28 @@ class Run:
         self.rec.close()
         return self.rec.save()
 
+    @contextlib.contextmanager
+    def hooks_detached(self) -> Iterator[None]:
+        """The audit's module hooks taken off for the duration, the team's
+        left in place: a checkpoint that pickles the model whole (C8) must
+        not carry the audit's recorder along (it cannot be pickled), nor
+        fail because of it. Each hook dict gets its order back afterwards."""
+        handles = self._hooks + (self.rec._hooks if self.rec is not None else [])
+        dicts = {id(d): d for d in (h.hooks_dict_ref() for h in handles) if d is not None}
+        before = {key: dict(d) for key, d in dicts.items()}
+        for h in handles:
+            d = h.hooks_dict_ref()
+            if d is not None:
+                d.pop(h.id, None)
+        try:
+            yield
+        finally:
+            for key, d in dicts.items():
+                added = {k: v for k, v in d.items() if k not in before[key]}
+                d.clear()
+                d.update(before[key])
+                d.update(added)
+
     # ---- stepping ---------------------------------------------------------------------------
 
     def next_micro_batches(self) -> list:
