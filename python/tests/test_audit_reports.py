@@ -45,9 +45,9 @@ def test_missing_adapter_pieces_are_not_tested_in_report_json_and_junit(tmp_path
     checks, cases = report_checks(out), junit_cases(out)
     for family, piece, ids in (("inference", "evaluate", ["M1", "M2", "M3", "M4"]),
                                ("checkpoint", "save_checkpoint", ["C1", "C2", "C3", "C4", "C5",
-                                                                  "C6", "C7"]),
+                                                                  "C6", "C7", "C8"]),
                                ("ddp", "wrap_ddp", ["D1", "D2", "D3", "D4", "D5", "D6", "D7",
-                                                         "D9"])):
+                                                         "D9", "D10"])):
         c = checks[f"audit_{family}/all_checks"]
         assert c["verdict"] == "not_tested" and piece in c["evidence"], c
         assert c["catalogue"] == ids

@@ -31,8 +31,8 @@ FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
     "nonfinite": (nonfinite.run, (), ("N1",)),
     "determinism": (determinism.run, (), ("N2", "N3", "D8")),
     "checkpoint": (checkpoint.run, ("save_checkpoint", "load_checkpoint"),
-                   ("C1", "C2", "C3", "C4", "C5", "C6", "C7")),
-    "ddp": (ddp.run, ("wrap_ddp",), ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D9")),
+                   ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8")),
+    "ddp": (ddp.run, ("wrap_ddp",), ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D9", "D10")),
     "amp": (amp.run, (), ("A1", "A2", "A3", "A6")),
     "export": (export.run, (), ("X1", "X2", "X3", "X4", "X5", "X6")),
 }

@@ -1,5 +1,7 @@
 """Data parallel: the team's code in 2 gloo processes on the CPU against
-one process with the same global batch (D1-D7).
+one process with the same global batch (D1-D7, D9); first, whether
+make_model() or wrap_ddp gives an nn.DataParallel (D10, dataparallel.py:
+then only one process runs).
 
   the data     each rank's batch stream from batches(seed, batch/2, rank=r,
                world_size=2), read without training: samples both ranks
@@ -47,6 +49,7 @@ from torch.utils.data import DistributedSampler
 from ..digest import digest
 from .adapter import AdapterError, load_adapter, sample_keys
 from .context import BATCHNORM, Context, has_module
+from .dataparallel import data_parallel_modules, describe
 from .evalshards import EvalSamples, miscounted
 from .loop import Run, grad_distance, grad_scale, threads
 from .noise import Shadow, band_rule, band_source, float64_shadow, record_shadow
@@ -380,6 +383,36 @@ def _counted(fam: Family, name: str, metric: str, pitfall: str, about: str,
         fam.checks.append(zero_count(name, "one_process", metric, pitfall, about))
 
 
+def _processes_check() -> Check:
+    return zero_count("ranks_are_processes", "one_process", "ddp_data_parallel_modules", "D10",
+                      "the model is wrapped in DistributedDataParallel, one process per "
+                      "device, not in nn.DataParallel")
+
+
+def _data_parallel_only(ctx: Context, fam: Family, built: list, wrapped: list) -> Family:
+    """D10 failed: one process trains through the team's DataParallel (on
+    the CPU it runs the module as it is) and records where it sits; the
+    checks between ranks are not tested, as the ranks would not be
+    replicas of one model."""
+    with threads(1), process_group(0, 1, free_port()):
+        one = ctx.recorded(fam.scenario, "one_process", wrap=True)
+        one.train(ctx.settings.steps)
+        one.rec.metric("ddp_data_parallel_modules", len(set(built) | set(wrapped)))
+        one.rec.note("ddp_data_parallel_modules", describe(built, wrapped))
+        fam.runs["one_process"] = one.save()
+        one.close()
+        ctx.runs[ctx.runs.index(one)] = SimpleNamespace(nonfinite=one.nonfinite,
+                                                        autocast=one.autocast)
+        del one
+        gc.collect()
+    fam.checks.append(_processes_check())
+    fam.not_tested.append(NotTested(
+        "all_checks", ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D9"),
+        "the model is an nn.DataParallel (see D10): launched once per device it averages "
+        "nothing across processes, so 2 ranks of it are not replicas to compare"))
+    return fam
+
+
 def run(ctx: Context) -> Family:
     fam = Family("ddp", DESCRIPTION)
     s, ad = ctx.settings, ctx.adapter
@@ -392,6 +425,11 @@ def run(ctx: Context) -> Family:
         raise AdapterError("batches", "must take rank and world_size keywords when the adapter "
                            "defines wrap_ddp: batches(seed, batch_size, rank=0, world_size=1) "
                            "yields this rank's shard")
+    with process_group(0, 1, free_port()):
+        built, wrapped = data_parallel_modules(ad, s.seed)
+        gc.collect()  # a DDP's reducer goes before its process group
+    if built or wrapped:
+        return _data_parallel_only(ctx, fam, built, wrapped)
     work = os.path.join(ctx.work, "ddp")
     os.makedirs(work, exist_ok=True)
 
@@ -468,6 +506,8 @@ def run(ctx: Context) -> Family:
                 rec.note("ddp_rank0_metric", (
                     f"evaluate() on the initial model: '{worst}' is {rank0['eval'][worst]:.6g} "
                     f"on rank 0 of {WORLD} and {ev[worst]:.6g} in one process."))
+        rec.metric("ddp_data_parallel_modules", 0)
+        rec.note("ddp_data_parallel_modules", describe(built, wrapped))
         fam.runs["one_process"] = one.save()
         one.close()
         one_shadow = float64_shadow(ctx, fam.scenario, one, s.steps, dropout)
@@ -484,6 +524,7 @@ def run(ctx: Context) -> Family:
     fam.description += " " + dropout.describe()
     fallback = "close(1e-4, 1e-6)"  # float32 summation order, where float64 cannot run
     fam.checks += [
+        _processes_check(),
         Check("ranks_match_one_process", "equivalence", "one_process", "two_ranks",
               quantities=("params",), **band_rule(one_shadow, ranks_shadow, fallback),
               explained_by=("D1", "D3", "D7"), expect_divergence=batchnorm,
