@@ -149,7 +149,7 @@ static void trace_case(inject changed, const char *layer, int64_t at) {
 
 /* A golden (the plain run, statistics at every step as dlcheck record
  * keeps them, through the file) and the changed run trained again against
- * it: what a failed golden comparison does (execute.c). */
+ * it: what a failed golden comparison does (exec_golden.c). */
 static void golden_case(inject changed, int64_t step, const char *layer, int64_t at) {
   pair p;
   make_pair(&p, changed, 0);

@@ -53,7 +53,7 @@ dl_status dlc_scenario_record(const dlc_scenario *s, const dlc_exec_options *o, 
                               size_t len);
 
 /* A calibrated golden: the reference run `repeats` times (>= 3) under the
- * variation the gate must accept (execute.c's run_repeat), its trace and
+ * variation the gate must accept (exec_record.c's run_repeat), its trace and
  * the envelope (envelope.h) written as GOLDEN_DIR/<scenario>/<device>.h5. */
 dl_status dlc_scenario_record_repeat(const dlc_scenario *s, const dlc_exec_options *o, int repeats,
                                      double widen, char *written, size_t len);

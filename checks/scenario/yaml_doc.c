@@ -129,7 +129,6 @@ static dl_status syntax_error(const yu_doc *d, struct fy_diag *diag) {
 
 enum { WALK_MAX_DEPTH = 256 };
 
-
 typedef struct key_slot {
   const char *text; /* NULL: empty slot */
   size_t len;
@@ -191,7 +190,8 @@ static dl_status walk_mapping(const yu_doc *d, struct fy_node *n, const char *pa
     char sub[YU_PATH_MAX];
     snprintf(sub, sizeof sub, "%s", path);
     size_t len = 0;
-    const char *t = k && fy_node_is_scalar(k) && !yu_is_alias(k) ? fy_node_get_scalar(k, &len) : NULL;
+    const char *t = k && fy_node_is_scalar(k) && !yu_is_alias(k) ? fy_node_get_scalar(k, &len)
+                                                                 : NULL;
     unsigned cp;
     if (t && len > 0 && len < YU_KEY_MAX && yu_find_control(t, len, NULL, &cp) < 0) {
       char key[YU_KEY_MAX];
