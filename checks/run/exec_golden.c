@@ -20,7 +20,7 @@
  * the scenario pins that run to one (backend_equiv's reference is its CPU
  * run, so its golden is cpu.h5 under any --backend). */
 dl_status dlc_exec_golden_path(const dlc_scenario *s, const dlc_exec_options *o, char *buf,
-                             size_t len) {
+                               size_t len) {
   const char *device = s->nruns ? dlc_device_name(dlc_run_device(&s->runs[0], dlc_exec_device(o)))
                                 : o->backend;
   if (o->golden_dir) return dlc_path(buf, len, "%s/%s/%s.h5", o->golden_dir, s->name, device);
@@ -139,7 +139,7 @@ dl_status dlc_exec_compare_golden(const dlc_scenario *s, const char *path, dlc_s
  * the first the gate rejected and layers are compared under float32's
  * default closeness (what a single non-CPU golden uses). */
 dl_status dlc_exec_locate_golden(const dlc_scenario *s, const dlc_exec_options *o,
-                               dlc_scenario_result *r) {
+                                 dlc_scenario_result *r) {
   if (r->golden.kind != DLC_FAIL || r->golden.layer[0] || !r->golden_trace || r->ntraces < 1 ||
       s->runs[0].trace[0])
     return DL_OK;

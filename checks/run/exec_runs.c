@@ -25,7 +25,7 @@ dlc_device dlc_exec_device(const dlc_exec_options *o) {
  * engine's runs are, so that every check finds it, with the fingerprint of
  * where it computed (out->origin_env). */
 dl_status dlc_exec_load_trace_run(const dlc_scenario *s, const dlc_run_config *c, const char *root,
-                                dlc_trace *out) {
+                                  dlc_trace *out) {
   char path[2 * DLC_PATH_MAX];
   dlc_golden_meta *meta = calloc(1, sizeof *meta); /* 14 KiB: off the stack */
   dl_status st = meta ? dlc_path_under(path, sizeof path, root, c->trace)
@@ -61,8 +61,8 @@ void dlc_exec_on_step(void *user, const char *run, int64_t step, int64_t steps) 
 }
 
 dl_status dlc_exec_run_all(const dlc_scenario *s, const dlc_run_config *runs,
-                         const dlc_exec_options *o, const char *label, dlc_trace *traces,
-                         const dlc_trace *reuse) {
+                           const dlc_exec_options *o, const char *label, dlc_trace *traces,
+                           const dlc_trace *reuse) {
   dlc_progress_ctx p = {.o = o, .scenario = s->name};
   dlc_run_options ro = {.root = o->root,
                         .scenario = s->name,
@@ -127,7 +127,7 @@ dl_status dlc_evaluate_checks(const dlc_scenario *s, const dlc_trace *traces, in
  * with statistics there (locate.h). Only on failure: passing runs cost
  * nothing. */
 dl_status dlc_exec_locate_failures(const dlc_scenario *s, const dlc_exec_options *o,
-                                 const dlc_trace *traces, dlc_verdict *verdicts) {
+                                   const dlc_trace *traces, dlc_verdict *verdicts) {
   dlc_run_options ro = {.root = o->root,
                         .scenario = s->name,
                         .workdir = o->workdir,

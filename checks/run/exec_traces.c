@@ -41,7 +41,7 @@ static dl_status copy_file(const char *from, const char *to) {
 }
 
 dl_status dlc_exec_trace_file(const dlc_trace_source *src, int variant, const char *run, char *buf,
-                            size_t len) {
+                              size_t len) {
   return dlc_path(buf, len, "%s/%s/%s.h5", src->dir,
                   variant < 0 ? "pipeline" : src->s->variants[variant].name, run);
 }
@@ -90,7 +90,7 @@ dl_status dlc_exec_save_traces(dlc_trace_source *src, int variant, const dlc_tra
 
 /* Keeps scenario.yaml and the golden beside the traces, for reload. */
 dl_status dlc_exec_keep_inputs(const dlc_scenario *s, const dlc_exec_options *o, const char *dir,
-                             const char *golden) {
+                               const char *golden) {
   char from[2 * DLC_PATH_MAX], to[2 * DLC_PATH_MAX];
   DL_TRY(dlc_path(from, sizeof from, "%s/scenario.yaml", s->dir));
   DL_TRY(dlc_path(to, sizeof to, "%s/scenario.yaml", dir));
