@@ -5,8 +5,9 @@
 #                             each would change) when not
 #   ci/format.sh --fix        rewrite the files that are not formatted
 #   ci/format.sh [--fix] FILE...   only these files
-# The files: git's tracked *.c and *.h, less EXCLUDE (generated or vendored
-# code; none today). Uses $CLANG_FORMAT, else clang-format: version 14,
+# The files: git's tracked and untracked (not ignored) *.c and *.h, less
+# EXCLUDE (generated or vendored code; none today). Uses $CLANG_FORMAT,
+# else clang-format: version 14,
 # Debian's `clang-format` package, which .clang-format was measured with;
 # other versions wrap some lines differently, so the check says so.
 # Exit 2: no clang-format, or a file it cannot read.
@@ -18,7 +19,7 @@ CLANG_FORMAT=${CLANG_FORMAT:-clang-format}
 
 fix=0
 if [ "${1:-}" = "--fix" ]; then fix=1; shift; fi
-case "${1:-}" in -*) sed -n '2,12s/^# \{0,1\}//p' "$0"; exit 2 ;; esac
+case "${1:-}" in -*) sed -n '2,13s/^# \{0,1\}//p' "$0"; exit 2 ;; esac
 
 if ! command -v "$CLANG_FORMAT" >/dev/null; then
   echo "format.sh: $CLANG_FORMAT not found (apt-get install clang-format)" >&2
@@ -33,7 +34,8 @@ fi
 if [ $# -gt 0 ]; then
   files=("$@")
 else
-  mapfile -t files < <(git ls-files -- '*.c' '*.h' | grep -Ev "$EXCLUDE")
+  # untracked files too (not ignored): a new file is checked before it is added
+  mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.c' '*.h' | grep -Ev "$EXCLUDE")
 fi
 
 bad=0 lines=0 stuck=()
