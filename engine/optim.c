@@ -25,20 +25,17 @@ struct dl_optim {
   int n;
 };
 
+const char *const dl_optim_kind_names[DL_OPTIM_KINDS + 1] = {
+    [DL_OPTIM_SGD] = "sgd", [DL_OPTIM_ADAM] = "adam", [DL_OPTIM_ADAMW] = "adamw", NULL};
+
 const char *dl_optim_kind_name(dl_optim_kind k) {
-  switch (k) {
-  case DL_OPTIM_SGD: return "sgd";
-  case DL_OPTIM_ADAM: return "adam";
-  case DL_OPTIM_ADAMW: return "adamw";
-  }
-  return "unknown";
+  return (unsigned)k < DL_OPTIM_KINDS ? dl_optim_kind_names[k] : "unknown";
 }
 
 dl_status dl_optim_kind_parse(const char *name, dl_optim_kind *out) {
-  static const dl_optim_kind all[] = {DL_OPTIM_SGD, DL_OPTIM_ADAM, DL_OPTIM_ADAMW};
-  for (int i = 0; i < 3; i++)
-    if (name && strcmp(name, dl_optim_kind_name(all[i])) == 0) {
-      *out = all[i];
+  for (int i = 0; name && i < DL_OPTIM_KINDS; i++)
+    if (strcmp(name, dl_optim_kind_names[i]) == 0) {
+      *out = (dl_optim_kind)i;
       return DL_OK;
     }
   return dl_fail(DL_ERR_INVALID, "unknown optimizer '%s': use sgd, adam or adamw",
@@ -48,6 +45,7 @@ dl_status dl_optim_kind_parse(const char *name, dl_optim_kind *out) {
 dl_optim_desc dl_optim_default(dl_optim_kind kind) {
   dl_optim_desc d = {0};
   d.kind = kind;
+  d.lr = kind == DL_OPTIM_SGD ? 0.01 : 1e-3;
   d.beta1 = 0.9;
   d.beta2 = 0.999;
   d.eps = 1e-8;

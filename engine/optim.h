@@ -22,9 +22,17 @@
 
 #include <stdbool.h>
 
-typedef enum dl_optim_kind { DL_OPTIM_SGD = 0, DL_OPTIM_ADAM, DL_OPTIM_ADAMW } dl_optim_kind;
+typedef enum dl_optim_kind {
+  DL_OPTIM_SGD = 0,
+  DL_OPTIM_ADAM,
+  DL_OPTIM_ADAMW,
+  DL_OPTIM_KINDS /* the count */
+} dl_optim_kind;
 
-const char *dl_optim_kind_name(dl_optim_kind k); /* "sgd", "adam", "adamw" */
+/* The kinds' names, indexed by kind, NULL after the last: "sgd", "adam",
+ * "adamw" (a scenario's optimizer.type reads them). */
+extern const char *const dl_optim_kind_names[DL_OPTIM_KINDS + 1];
+const char *dl_optim_kind_name(dl_optim_kind k);
 /* Parses "sgd", "adam" or "adamw"; DL_ERR_INVALID naming the text otherwise. */
 dl_status dl_optim_kind_parse(const char *name, dl_optim_kind *out);
 
@@ -42,9 +50,11 @@ typedef struct dl_optim_desc {
   double beta1, beta2, eps;
 } dl_optim_desc;
 
-/* torch.optim's defaults for `kind` (lr 0: the caller's): SGD momentum 0, dampening 0, weight
- * decay 0, no Nesterov; Adam betas (0.9, 0.999), eps 1e-8, weight decay 0;
- * AdamW the same with weight decay 1e-2. */
+/* The defaults of `kind`, torch.optim's: SGD momentum 0, dampening 0,
+ * weight decay 0, no Nesterov; Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+ * weight decay 0; AdamW the same with weight decay 1e-2. SGD's lr is 0.01,
+ * dlcheck's own: torch 1.13's SGD has none (lr is required), 2.x's 1e-3.
+ * The scenario loader's defaults are these (scenario/config.c). */
 dl_optim_desc dl_optim_default(dl_optim_kind kind);
 
 typedef struct dl_optim dl_optim;

@@ -8,21 +8,20 @@
 
 static const double pi = 3.14159265358979323846;
 
+const char *const dl_schedule_kind_names[DL_SCHEDULE_KINDS + 1] = {[DL_SCHEDULE_CONSTANT] =
+                                                                       "constant",
+                                                                   [DL_SCHEDULE_STEP] = "step",
+                                                                   [DL_SCHEDULE_COSINE] = "cosine",
+                                                                   NULL};
+
 const char *dl_schedule_kind_name(dl_schedule_kind k) {
-  switch (k) {
-  case DL_SCHEDULE_CONSTANT: return "constant";
-  case DL_SCHEDULE_STEP: return "step";
-  case DL_SCHEDULE_COSINE: return "cosine";
-  }
-  return "unknown";
+  return (unsigned)k < DL_SCHEDULE_KINDS ? dl_schedule_kind_names[k] : "unknown";
 }
 
 dl_status dl_schedule_kind_parse(const char *name, dl_schedule_kind *out) {
-  static const dl_schedule_kind all[] = {DL_SCHEDULE_CONSTANT, DL_SCHEDULE_STEP,
-                                         DL_SCHEDULE_COSINE};
-  for (int i = 0; i < 3; i++)
-    if (name && strcmp(name, dl_schedule_kind_name(all[i])) == 0) {
-      *out = all[i];
+  for (int i = 0; name && i < DL_SCHEDULE_KINDS; i++)
+    if (strcmp(name, dl_schedule_kind_names[i]) == 0) {
+      *out = (dl_schedule_kind)i;
       return DL_OK;
     }
   return dl_fail(DL_ERR_INVALID, "unknown lr schedule '%s': use constant, step or cosine",
@@ -87,6 +86,7 @@ float dl_lr_at(const dl_schedule *s, int64_t step) {
   case DL_SCHEDULE_CONSTANT: return (float)s->lr;
   case DL_SCHEDULE_STEP: return (float)(s->lr * pow_int(s->gamma, step / s->step_size));
   case DL_SCHEDULE_COSINE: return (float)cosine_lr(s, step);
+  case DL_SCHEDULE_KINDS: break; /* not a kind */
   }
   return (float)s->lr;
 }

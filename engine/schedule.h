@@ -26,10 +26,14 @@
 typedef enum dl_schedule_kind {
   DL_SCHEDULE_CONSTANT = 0,
   DL_SCHEDULE_STEP,
-  DL_SCHEDULE_COSINE
+  DL_SCHEDULE_COSINE,
+  DL_SCHEDULE_KINDS /* the count */
 } dl_schedule_kind;
 
-const char *dl_schedule_kind_name(dl_schedule_kind k); /* "constant", "step", "cosine" */
+/* The kinds' names, indexed by kind, NULL after the last: "constant",
+ * "step", "cosine" (a scenario's schedule.type reads them). */
+extern const char *const dl_schedule_kind_names[DL_SCHEDULE_KINDS + 1];
+const char *dl_schedule_kind_name(dl_schedule_kind k);
 /* Parses one of those names; DL_ERR_INVALID naming the text otherwise. */
 dl_status dl_schedule_kind_parse(const char *name, dl_schedule_kind *out);
 

@@ -195,6 +195,7 @@ static void schedule_starts_from_the_optimizer_lr(void **state) {
   c.steps = 40;
   c.schedule.kind = DL_SCHEDULE_COSINE;
   c.schedule.warmup_steps = 4;
+  dlc_run_config_resolve(&c);
   dl_schedule s = dlc_run_schedule(&c);
   assert_true(s.lr == 0.25);
   assert_int_equal(s.total_steps, 40); /* 0: the whole run */

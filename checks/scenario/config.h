@@ -164,12 +164,23 @@ typedef struct dlc_run_config {
   dlc_bugs bug;
 } dlc_run_config;
 
-/* PyTorch's defaults: SGD lr 0.01, Adam betas (0.9, 0.999) eps 1e-8,
- * GradScaler 2^16 / 2.0 / 0.5 / 2000, world 1, threads 1, K 1. */
+/* The engine's defaults for optimizer `kind` (dl_optim_default), each real
+ * rounded to float32 as a scenario file's numbers are read. */
+void dlc_optim_default(dl_optim_kind kind, dl_optim_desc *out);
+
+/* PyTorch's defaults: dlc_optim_default(SGD) (lr 0.01), a constant
+ * schedule, GradScaler 2^16 / 2.0 / 0.5 / 2000, world 1, threads 1, K 1.
+ * The scenario loader starts every run from here. */
 void dlc_run_config_default(dlc_run_config *c);
 
-/* The schedule a run trains with: c->schedule started from c->optim.lr; a
- * cosine schedule without total_steps decays over all c->steps. */
+/* The settings whose default depends on others, once a run's file is read:
+ * optim.lr and optim.weight_decay left NAN take the optimizer type's
+ * (dlc_optim_default); a cosine schedule without total_steps decays over
+ * all c->steps (a resumed run's schedule ends where the straight one's
+ * does). */
+void dlc_run_config_resolve(dlc_run_config *c);
+
+/* The schedule a run trains with: c->schedule started from c->optim.lr. */
 dl_schedule dlc_run_schedule(const dlc_run_config *c);
 
 #endif

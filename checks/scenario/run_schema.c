@@ -19,10 +19,6 @@
 
 /* Choices are stored as the index of the name: these orders are the enums'. */
 _Static_assert(DL_F32 == 0 && DL_F16 == 1 && DL_BF16 == 2, "autocast names follow dl_dtype");
-_Static_assert(DL_OPTIM_SGD == 0 && DL_OPTIM_ADAM == 1 && DL_OPTIM_ADAMW == 2,
-               "optimizer names follow dl_optim_kind");
-_Static_assert(DL_SCHEDULE_CONSTANT == 0 && DL_SCHEDULE_STEP == 1 && DL_SCHEDULE_COSINE == 2,
-               "schedule names follow dl_schedule_kind");
 _Static_assert(DL_SCALER_OFF == 0 && DL_SCALER_DYNAMIC == 1 && DL_SCALER_STATIC == 2,
                "scaler names follow dl_scaler_mode");
 _Static_assert(sizeof(dl_dtype) == sizeof(int) && sizeof(dlc_data_source) == sizeof(int) &&
@@ -199,8 +195,6 @@ static dl_status parse_betas(void *ctx, const yu_val *v, const yu_field *f, void
   { .key = k, .type = YU_MAP, .sub = table, .nsub = COUNT(table) }
 
 static const char *const source_names[] = {"fixture", "blobs", "tokens", NULL};
-static const char *const optim_names[] = {"sgd", "adam", "adamw", NULL};
-static const char *const sched_names[] = {"constant", "step", "cosine", NULL};
 static const char *const autocast_names[] = {"fp32", "fp16", "bf16", NULL};
 static const char *const scaler_names[] = {"none", "dynamic", "static", NULL};
 static const char *const loss_half_names[] = {"none", "fp16", "bf16", NULL};
@@ -240,7 +234,7 @@ static dl_status parse_f32_wide(void *ctx, const yu_val *v, const yu_field *f, v
 #define RF32(k, member) RF(k, YU_CUSTOM, member), .parse = parse_f32_wide
 
 static const yu_field optim_fields[] = {
-    {RF("type", YU_CHOICE, optim.kind), .choices = optim_names},
+    {RF("type", YU_CHOICE, optim.kind), .choices = dl_optim_kind_names},
     {RF32("lr", optim.lr), .range = YU_GT0},
     {RF32("momentum", optim.momentum), .range = YU_GE0},
     {RF32("dampening", optim.dampening), .range = YU_UNIT},
@@ -251,7 +245,7 @@ static const yu_field optim_fields[] = {
 };
 
 static const yu_field schedule_fields[] = {
-    {RF("type", YU_CHOICE, schedule.kind), .choices = sched_names},
+    {RF("type", YU_CHOICE, schedule.kind), .choices = dl_schedule_kind_names},
     {RF("step_size", YU_I64, schedule.step_size), .range = YU_GE1},
     {RF32("gamma", schedule.gamma), .range = YU_GT0},
     {RF("warmup_steps", YU_I64, schedule.warmup_steps), .range = YU_GE0},
@@ -373,9 +367,8 @@ static const yu_field override_fields[] = {RUN_SETTINGS};
  * between settings; `where` and `who` ("" or "run 'x': ") locate the run
  * for messages. */
 static dl_status finish_run(dlc_run_config *c, const yu_val *where, const char *who) {
-  dl_optim_desc *o = &c->optim;
-  if (isnan(o->lr)) o->lr = o->kind == DL_OPTIM_SGD ? 0.01f : 1e-3f;
-  if (isnan(o->weight_decay)) o->weight_decay = o->kind == DL_OPTIM_ADAMW ? 0.01f : 0.0f;
+  dlc_run_config_resolve(c);
+  const dl_optim_desc *o = &c->optim;
   if (o->kind == DL_OPTIM_SGD && o->nesterov && (o->momentum <= 0 || o->dampening != 0))
     return yu_fail(where, DL_ERR_INVALID,
                    "%snesterov needs momentum > 0 and dampening 0 "
@@ -384,7 +377,6 @@ static dl_status finish_run(dlc_run_config *c, const yu_val *where, const char *
   dl_schedule *sc = &c->schedule;
   if (sc->kind == DL_SCHEDULE_STEP && sc->step_size == 0)
     return yu_fail(where, DL_ERR_INVALID, "%sschedule type step needs step_size", who);
-  if (sc->kind == DL_SCHEDULE_COSINE && sc->total_steps == 0) sc->total_steps = c->steps;
   if (sc->kind == DL_SCHEDULE_COSINE && sc->warmup_steps > sc->total_steps)
     return yu_fail(where, DL_ERR_INVALID, "%sschedule.warmup_steps %lld exceeds total_steps %lld",
                    who, (long long)sc->warmup_steps, (long long)sc->total_steps);
@@ -404,7 +396,9 @@ static dl_status finish_run(dlc_run_config *c, const yu_val *where, const char *
 dl_status dlc_build_run(loader *L, int run, const yu_val *extra, const yu_val *where,
                         const char *who, dlc_run_config *c) {
   dlc_run_config_default(c);
-  c->optim.lr = NAN; /* defaults by optimizer type, set in finish_run */
+  /* Not given in the file: the default of the optimizer type the file
+   * chooses, known once it is read (dlc_run_config_resolve). */
+  c->optim.lr = NAN;
   c->optim.weight_decay = NAN;
   snprintf(c->name, sizeof c->name, "%s", L->runs[run].key);
   DL_TRY(yu_apply(&L->root, top_fields, COUNT(top_fields), c, L, true, NULL));

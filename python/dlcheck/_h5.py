@@ -17,6 +17,8 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 from h5py import h5a, h5d, h5g, h5p, h5s, h5t
 
+from .limits import MAX_RANK
+
 _counter = itertools.count()
 
 
@@ -187,7 +189,6 @@ def attr_i64(obj, name: str, value: int) -> None:
 #: numpy dtypes stored as they are; bfloat16 travels as its uint16 bits.
 TENSOR_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32),
                  np.dtype(np.int64))
-MAX_RANK = 4
 
 
 def write_tensor(loc, name: str, data: np.ndarray, bfloat16: bool = False) -> None:

@@ -39,17 +39,9 @@ import xxhash
 from h5py import h5f, h5p
 
 from . import _h5
+from .limits import (BACKEND_MAX, ENV_JSON_MAX, KIND_MAX, MAGIC, NAME_MAX, SCHEMA_VERSION,
+                     SHORT_TEXT_MAX, TOL_RULE_MAX, USERBLOCK)
 
-SCHEMA_VERSION = 1
-USERBLOCK = 512
-MAGIC = b"dlcheck trace 1\n"
-#: Longest name (bytes, NUL excluded) the C reader accepts: DLC_NAME_MAX - 1.
-NAME_MAX = 127
-BACKEND_MAX = 31
-ENV_JSON_MAX = 8191
-SHORT_TEXT_MAX = 31  # recorded_at, dlcheck_version
-TOL_RULE_MAX = 63
-KIND_MAX = 15
 STAT_COLUMNS = ("mean", "std", "min", "max", "frac_zero", "nonfinite")
 _HASH_CHUNK = 1 << 20
 

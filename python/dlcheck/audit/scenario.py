@@ -9,9 +9,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Optional
 
-MAX_RUNS, MAX_CHECKS = 8, 16
-#: the harness's limits on a not_tested check's reason and a check's IDs
-MAX_REASON, MAX_IDS = 511, 12
+from ..limits import MAX_CHECKS, MAX_IDS, MAX_REASON, MAX_RUNS
 
 
 @dataclass
