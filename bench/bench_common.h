@@ -5,12 +5,12 @@
 #ifndef DL_BENCH_COMMON_H
 #define DL_BENCH_COMMON_H
 
-#include "data.h"
-#include "layer.h"
-#include "loss.h"
-#include "model.h"
-#include "optim.h"
-#include "sampler.h"
+#include "data/data.h"
+#include "nn/layer.h"
+#include "nn/loss.h"
+#include "nn/model.h"
+#include "optim/optim.h"
+#include "data/sampler.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -8,8 +8,8 @@
  *   DL_GEMM_ISA=avx2 bench_gemm   (time another ISA's kernels)
  *   OPENBLAS_CORETYPE=SkylakeX bench_gemm   (OpenBLAS's AVX-512 kernels) */
 #define _POSIX_C_SOURCE 200809L
-#include "sgemm.h"
-#include "threads.h"
+#include "backend/cpu/sgemm.h"
+#include "core/threads.h"
 
 #include <stdio.h>
 #include <stdlib.h>

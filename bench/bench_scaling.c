@@ -38,14 +38,14 @@
  * training. DL_GEMM_ISA=portable|avx2|avx512 as in bench_train. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_common.h"
-#include "data.h"
-#include "loss.h"
-#include "mem.h"
-#include "model.h"
-#include "optim.h"
-#include "sampler.h"
-#include "sgemm.h"
-#include "threads.h"
+#include "data/data.h"
+#include "nn/loss.h"
+#include "core/mem.h"
+#include "nn/model.h"
+#include "optim/optim.h"
+#include "data/sampler.h"
+#include "backend/cpu/sgemm.h"
+#include "core/threads.h"
 
 #include "../tests/gpt_model.h"
 

@@ -27,13 +27,13 @@
  * bits of the others; exit status 3 if this CPU cannot run it. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_common.h"
-#include "data.h"
-#include "loss.h"
-#include "model.h"
-#include "optim.h"
-#include "sampler.h"
-#include "sgemm.h"
-#include "threads.h"
+#include "data/data.h"
+#include "nn/loss.h"
+#include "nn/model.h"
+#include "optim/optim.h"
+#include "data/sampler.h"
+#include "backend/cpu/sgemm.h"
+#include "core/threads.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -41,7 +41,7 @@ step "valgrind: the CLI end to end (memcheck, leaks)"
 # Valgrind hides AVX-512, so this also runs the AVX2 kernels; the CUDA
 # probe is skipped (dlopen of cuBLAS is slow and noisy under valgrind).
 DLCHECK_NO_CUDA_PROBE=1 valgrind --quiet --leak-check=full --error-exitcode=9 \
-  --suppressions=engine/cuda/valgrind.supp \
+  --suppressions=engine/backend/cuda/valgrind.supp \
   build/release/cli/dlcheck run --pitfalls scenarios/grad_accum scenarios/ckpt_roundtrip
 
 step "coverage build"
@@ -49,7 +49,7 @@ cmake --preset coverage >/dev/null
 cmake --build build/coverage -j"$jobs"
 find build/coverage -name '*.gcda' -delete
 ctest --preset coverage -j"$jobs"
-gcovr --root . --filter 'engine/' --filter 'checks/' --exclude 'engine/cuda/' \
+gcovr --root . --filter 'engine/' --filter 'checks/' --exclude 'engine/backend/cuda/' \
       --object-directory build/coverage --gcov-ignore-parse-errors --print-summary \
       --fail-under-line 85 \
       build/coverage | tail -4

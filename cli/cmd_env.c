@@ -4,7 +4,7 @@
 #include "store/env.h"
 #include "store/trace_io.h"
 #ifdef DL_HAVE_CUDA
-#include "cuda/env_checks.h"
+#include "backend/cuda/env_checks.h"
 #endif
 
 #include <stdio.h>

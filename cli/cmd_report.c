@@ -3,7 +3,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "cli.h"
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 #include "run/execute.h"
 #include "store/path.h"
 #include "report/report.h"

@@ -2,7 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 #include "run/backend_open.h"
 #include "judge/envelope.h"
 #include "run/execute.h"

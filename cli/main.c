@@ -2,7 +2,7 @@
 #define _POSIX_C_SOURCE 200809L /* _exit, sigaction */
 #include "cli.h"
 
-#include "h5.h"
+#include "io/h5.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@ static void ignore_file_size_signal(void) {
 }
 
 /* A failed HDF5 create or close (disk full) leaves a file HDF5's exit handler
- * crashes on (engine/h5.h): the exit code is kept by leaving with _exit. */
+ * crashes on (engine/io/h5.h): the exit code is kept by leaving with _exit. */
 int main(int argc, char **argv) {
   ignore_file_size_signal();
   dl_h5_quiet_for_good();

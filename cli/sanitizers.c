@@ -13,7 +13,7 @@
  * allocates (it reads no variable-length data, refusing such types before
  * reading, and calls none of the functions that return memory to free:
  * H5Tget_member_name, H5Tget_tag, H5Pget_class_name and the like), and
- * the one callback it gives HDF5 (H5Ewalk2's, engine/h5.c) allocates
+ * the one callback it gives HDF5 (H5Ewalk2's, engine/io/h5.c) allocates
  * nothing. So a leak allocated inside HDF5 is HDF5's.
  *
  * The suppression names HDF5's library, not its functions: the library

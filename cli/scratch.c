@@ -13,7 +13,7 @@
 #define _GNU_SOURCE /* mkdtemp, dirfd, fstatat */
 #include "cli.h"
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
 #include "targets.h"
 
 #include "cli.h"
-#include "h5.h"
+#include "io/h5.h"
 
 #include <fcntl.h>
 #include <ftw.h>

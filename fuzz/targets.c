@@ -3,10 +3,10 @@
 
 #include "targets.h"
 
-#include "data.h"
+#include "data/data.h"
 #include "judge/envelope.h"
 #include "scenario/scenario.h"
-#include "state_dict.h"
+#include "io/state_dict.h"
 #include "store/trace_io.h"
 #include "trace/trace.h"
 

@@ -12,7 +12,7 @@
 #
 # Prints one line per finding: NAME KIND OWNER LIBRARY-FRAME DLCHECK-FRAMES
 # ("-" when none), e.g.
-#   crash-3b39... SEGV library libhdf5_serial.so.103:H5MM_xfree list_group(engine/state_dict.c:364)
+#   crash-3b39... SEGV library libhdf5_serial.so.103:H5MM_xfree list_group(engine/io/state_dict.c:364)
 # Exit status: 1 if any finding is dlcheck's or undecided, else 0.
 set -uo pipefail
 bin=${1:?usage: fuzz/triage.sh FUZZ_BINARY FINDING...}

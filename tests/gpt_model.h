@@ -11,7 +11,7 @@
 #ifndef DL_TESTS_GPT_MODEL_H
 #define DL_TESTS_GPT_MODEL_H
 
-#include "layer.h"
+#include "nn/layer.h"
 
 static dl_layer_desc gpt_attn_body[2], gpt_mlp_body[4];
 

@@ -37,11 +37,11 @@
 #ifndef DL_TESTS_GRADCHECK_H
 #define DL_TESTS_GRADCHECK_H
 
-#include "layer.h"
-#include "mem.h"
-#include "philox.h"
-#include "seq.h"
-#include "threads.h"
+#include "nn/layer.h"
+#include "core/mem.h"
+#include "numerics/philox.h"
+#include "nn/seq.h"
+#include "core/threads.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "sgemm.h"
-#include "half.h"
+#include "backend/backend.h"
+#include "backend/cpu/sgemm.h"
+#include "numerics/half.h"
 
 typedef struct host_backend {
   int sgemm_calls, fwd_calls, data_calls, filter_calls, optim_calls, dropout_calls;

@@ -9,9 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "sgemm.h"
-#include "half.h"
+#include "backend/backend.h"
+#include "backend/cpu/sgemm.h"
+#include "numerics/half.h"
 
 enum { INJECT_PARAMS = 8, INJECT_NUDGED = 4 /* param/4.weight, 5th in state-dict order */ };
 

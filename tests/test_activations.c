@@ -1,4 +1,4 @@
-/* ReLU, GELU (erf and tanh forms) and Tanh (engine/cpu/activations.c):
+/* ReLU, GELU (erf and tanh forms) and Tanh (engine/nn/kinds/activations.c):
  * values and derivatives against double-precision formulas (libm's double
  * functions, fine in a test), gradients against finite differences, PyTorch's
  * edge cases, AMP rounding, errors and thread-count independence. */
@@ -10,9 +10,9 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "half.h"
-#include "mem.h"
-#include "threads.h"
+#include "numerics/half.h"
+#include "core/mem.h"
+#include "core/threads.h"
 
 static const double kPi = 3.14159265358979323846;
 

@@ -1,4 +1,4 @@
-/* Loss scaling (engine/amp.c) against torch.cuda.amp.GradScaler.
+/* Loss scaling (engine/optim/amp.c) against torch.cuda.amp.GradScaler.
  *
  * fixtures/pytorch/amp_scaler.h5 holds, step by step, what torch's own
  * GradScaler did (fixtures/pytorch/amp_scaler_reference.py; torch 1.13's
@@ -38,8 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "amp.h"
-#include "state_dict.h"
+#include "optim/amp.h"
+#include "io/state_dict.h"
 
 #define FIXTURE DL_SOURCE_DIR "/fixtures/pytorch/amp_scaler.h5"
 

@@ -1,4 +1,4 @@
-/* engine/atomic_file.c: atomic writes that never follow a link, stale
+/* engine/io/atomic_file.c: atomic writes that never follow a link, stale
  * temporaries, the signal-time cleanup, and regular-file reads that never
  * block on a FIFO. */
 #define _DEFAULT_SOURCE /* mkdtemp, mkfifo, symlink, usleep */
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <dirent.h>
 #include <signal.h>

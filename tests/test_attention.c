@@ -1,4 +1,4 @@
-/* Multi-head self-attention (engine/cpu/attention.c): gradients against
+/* Multi-head self-attention (engine/nn/kinds/attention.c): gradients against
  * finite differences, the forward against a double-precision reference,
  * the causal mask, dropout streams keyed by sample, init, errors and
  * allocation failures, thread-count and backend independence, autocast
@@ -12,16 +12,16 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cpu/kinds.h"
+#include "nn/kinds/kinds.h"
 #include "gpt_model.h"
 #include "gradcheck.h"
-#include "half.h"
-#include "sgemm.h"
-#include "loss.h"
-#include "mem.h"
-#include "model.h"
-#include "optim.h"
-#include "threads.h"
+#include "numerics/half.h"
+#include "backend/cpu/sgemm.h"
+#include "nn/loss.h"
+#include "core/mem.h"
+#include "nn/model.h"
+#include "optim/optim.h"
+#include "core/threads.h"
 
 static dl_layer_desc attn_desc(int64_t dim, int heads, bool causal, float p) {
   dl_layer_desc d = dl_layer_default(DL_ATTENTION);

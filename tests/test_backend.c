@@ -1,4 +1,4 @@
-/* The backend dispatch (engine/backend.h) and the layers' offload paths
+/* The backend dispatch (engine/backend/backend.h) and the layers' offload paths
  * (linear.c, conv2d.c), with a test backend that runs on the host: its GEMM
  * is dl_sgemm_ref and its convolutions are direct loops in double,
  * written independently of im2col. Checked: which operations reach the
@@ -17,12 +17,12 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "gradcheck.h"
-#include "half.h"
+#include "numerics/half.h"
 #include "host_backend.h"
-#include "optim.h"
-#include "sgemm.h"
+#include "optim/optim.h"
+#include "backend/cpu/sgemm.h"
 
 /* ---- running a layer with and without the backend ---- */
 

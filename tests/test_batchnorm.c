@@ -1,4 +1,4 @@
-/* BatchNorm1d / BatchNorm2d (engine/cpu/batchnorm.c): gradients against
+/* BatchNorm1d / BatchNorm2d (engine/nn/kinds/batchnorm.c): gradients against
  * finite differences, outputs and running statistics against references
  * computed here in double from PyTorch's documented formulas, mode
  * switches, error paths and thread-count independence. */
@@ -9,10 +9,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cpu/kinds.h"
+#include "nn/kinds/kinds.h"
 #include "gradcheck.h"
-#include "mem.h"
-#include "threads.h"
+#include "core/mem.h"
+#include "core/threads.h"
 
 static dl_layer_desc bn_desc(dl_layer_kind kind, int64_t c, bool affine, bool track) {
   dl_layer_desc d = dl_layer_default(kind);

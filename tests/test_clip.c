@@ -1,4 +1,4 @@
-/* Gradient norm and clipping (engine/clip.c) against hand-computed norms and
+/* Gradient norm and clipping (engine/optim/clip.c) against hand-computed norms and
  * torch.nn.utils.clip_grad_norm_'s rules. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "clip.h"
+#include "optim/clip.h"
 
 static void make_param(dl_param *p, const char *name, const float *g, bool has_grad) {
   memset(p, 0, sizeof *p);

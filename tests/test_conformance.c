@@ -27,12 +27,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "clip.h"
+#include "optim/clip.h"
 #include "gpt_model.h"
-#include "loss.h"
-#include "model.h"
-#include "optim.h"
-#include "state_dict.h"
+#include "nn/loss.h"
+#include "nn/model.h"
+#include "optim/optim.h"
+#include "io/state_dict.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* Conv2d (engine/cpu/conv2d.c): gradients against finite differences over
+/* Conv2d (engine/nn/kinds/conv2d.c): gradients against finite differences over
  * stride/padding/bias combinations, the forward against a direct
  * convolution written independently, thread-count independence, AMP
  * emulation, errors and allocation failures. */
@@ -10,10 +10,10 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "half.h"
-#include "mem.h"
-#include "sgemm.h"
-#include "threads.h"
+#include "numerics/half.h"
+#include "core/mem.h"
+#include "backend/cpu/sgemm.h"
+#include "core/threads.h"
 
 static dl_layer_desc conv_desc(int64_t in, int64_t out, int k, int stride, int pad, bool bias) {
   dl_layer_desc d = dl_layer_default(DL_CONV2D);

@@ -1,4 +1,4 @@
-/* The CUDA backend (engine/cuda).
+/* The CUDA backend (engine/backend/cuda).
  *
  * Without a GPU (CI, this machine): the E1-E3 decisions on given numbers,
  * the checks on a machine without a driver, dl_cuda_device_count's answer
@@ -24,16 +24,16 @@
 
 #ifdef DL_HAVE_CUDA
 
-#include "cuda/cuda_check.h"
-#include "cuda/device.h"
-#include "cuda/env_checks.h"
-#include "cuda/gemm.h"
-#include "cuda/kernels.h"
-#include "half.h"
-#include "mem.h"
-#include "optim.h"
-#include "philox.h"
-#include "sgemm.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device.h"
+#include "backend/cuda/env_checks.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "numerics/half.h"
+#include "core/mem.h"
+#include "optim/optim.h"
+#include "numerics/philox.h"
+#include "backend/cpu/sgemm.h"
 
 /* ---- helpers ---- */
 

@@ -1,4 +1,4 @@
-/* The CUDA dl_backend (engine/cuda/backend.c).
+/* The CUDA dl_backend (engine/backend/cuda/backend.c).
  *
  * Without a GPU (CI, this machine): dl_cuda_backend_create refuses with
  * "no CUDA device: <reason>" and leaves nothing behind, bad options are
@@ -40,14 +40,14 @@
 
 #ifdef DL_HAVE_CUDA
 
-#include "cuda/backend.h"
-#include "cuda/cuda_check.h"
-#include "cuda/device.h"
-#include "layer.h"
-#include "mem.h"
-#include "optim.h"
-#include "philox.h"
-#include "sgemm.h"
+#include "backend/cuda/backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device.h"
+#include "nn/layer.h"
+#include "core/mem.h"
+#include "optim/optim.h"
+#include "numerics/philox.h"
+#include "backend/cpu/sgemm.h"
 
 /* ---- helpers ---- */
 

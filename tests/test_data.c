@@ -1,4 +1,4 @@
-/* Datasets (engine/data.c): the committed HDF5 fixtures, corrupt and
+/* Datasets (engine/data/data.c): the committed HDF5 fixtures, corrupt and
  * malformed files, the synthetic generators and batch gathering. */
 #define _POSIX_C_SOURCE 200809L /* mkdtemp (tmpdir.h) */
 
@@ -15,8 +15,8 @@
 
 #include <hdf5.h>
 
-#include "data.h"
-#include "mem.h"
+#include "data/data.h"
+#include "core/mem.h"
 #include "tmpdir.h"
 
 #define FIXTURE(name) DL_SOURCE_DIR "/fixtures/" name

@@ -1,4 +1,4 @@
-/* Dropout (engine/cpu/dropout.c): the mask follows the exact stream spec
+/* Dropout (engine/nn/kinds/dropout.c): the mask follows the exact stream spec
  * (layer, step, global sample id), so it does not depend on the row a
  * sample sits in, the batch around it or the thread count; inverted
  * scaling; eval and p = 0 are the identity; backward; AMP rounding; errors. */
@@ -10,10 +10,10 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "half.h"
-#include "mem.h"
-#include "philox.h"
-#include "threads.h"
+#include "numerics/half.h"
+#include "core/mem.h"
+#include "numerics/philox.h"
+#include "core/threads.h"
 
 static void make_dropout(dl_layer *l, float p, uint64_t rng_id) {
   dl_layer_desc d = dl_layer_default(DL_DROPOUT);

@@ -1,4 +1,4 @@
-/* Embedding (engine/cpu/embedding.c): row lookup, N(0, 1) init from the
+/* Embedding (engine/nn/kinds/embedding.c): row lookup, N(0, 1) init from the
  * parameter's stream, gradients (finite differences and the exact in-order
  * sum for repeated ids), id range errors naming the position. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "mem.h"
+#include "core/mem.h"
 
 static dl_layer_desc emb_desc(int64_t num, int64_t dim) {
   dl_layer_desc d = dl_layer_default(DL_EMBEDDING);

@@ -1,4 +1,4 @@
-/* Calibrated goldens (envelope.h, engine/perturb.h): backend_equiv's CPU
+/* Calibrated goldens (envelope.h, engine/backend/perturb/perturb.h): backend_equiv's CPU
  * run (a CNN, 12 SGD steps with momentum) recorded 5 times - the engine's
  * order and perturbation seeds 1..4 - makes the envelope; the gate widens
  * it DLC_ENVELOPE_WIDEN_DEFAULT (4) times. Then:

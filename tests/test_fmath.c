@@ -1,4 +1,4 @@
-/* The engine's elementary functions (engine/fmath.c) against libm. The
+/* The engine's elementary functions (engine/numerics/fmath.c) against libm. The
  * float functions are compared with libm's double functions (accurate to
  * ~1 double ulp, so a reference good to 2^-29 float ulp) and must be within
  * 1 float ulp, as fmath.h promises; the double ones are compared with libm's
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fmath.h"
+#include "numerics/fmath.h"
 
 typedef float (*float_fn)(float);
 typedef double (*double_fn)(double);

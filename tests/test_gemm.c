@@ -1,4 +1,4 @@
-/* dl_sgemm (engine/cpu/gemm*.c): bitwise equal to dl_sgemm_ref for every
+/* dl_sgemm (engine/backend/cpu/gemm*.c): bitwise equal to dl_sgemm_ref for every
  * shape, transpose combination, leading dimension, beta, thread count and
  * ISA; dl_sgemm_ref itself checked against a double-precision product. */
 #include <setjmp.h>
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cpu/gemm_internal.h"
-#include "sgemm.h"
-#include "threads.h"
+#include "backend/cpu/gemm_internal.h"
+#include "backend/cpu/sgemm.h"
+#include "core/threads.h"
 
 /* ---- random matrices ---- */
 

@@ -1,4 +1,4 @@
-/* float16 / bfloat16 conversions (engine/half.c). Checked exhaustively on
+/* float16 / bfloat16 conversions (engine/numerics/half.c). Checked exhaustively on
  * the 2^16 half patterns, and on float32 samples against an independent
  * reference (the nearest half value found by binary search over the exact
  * values, ties to even) and, where the CPU has it, against the F16C
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "half.h"
+#include "numerics/half.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>

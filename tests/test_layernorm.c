@@ -1,4 +1,4 @@
-/* LayerNorm over the last dimension (engine/cpu/layernorm.c): gradients
+/* LayerNorm over the last dimension (engine/nn/kinds/layernorm.c): gradients
  * against finite differences, outputs against a double-precision
  * reference, error paths and thread-count independence. */
 #include <setjmp.h>
@@ -8,10 +8,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cpu/kinds.h"
+#include "nn/kinds/kinds.h"
 #include "gradcheck.h"
-#include "mem.h"
-#include "threads.h"
+#include "core/mem.h"
+#include "core/threads.h"
 
 static dl_layer_desc ln_desc(int64_t dim, bool affine) {
   dl_layer_desc d = dl_layer_default(DL_LAYERNORM);

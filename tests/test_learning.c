@@ -25,13 +25,13 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "data.h"
-#include "loss.h"
-#include "mem.h"
-#include "model.h"
-#include "optim.h"
-#include "sampler.h"
-#include "threads.h"
+#include "data/data.h"
+#include "nn/loss.h"
+#include "core/mem.h"
+#include "nn/model.h"
+#include "optim/optim.h"
+#include "data/sampler.h"
+#include "core/threads.h"
 
 enum { BATCH = 64, EVAL_BATCH = 256, MAX_LAYERS = 10 };
 

@@ -15,7 +15,7 @@
 #include "store/h5util.h"
 #include "store/trace_io.h"
 #include "store/trace_names.h"
-#include "tensor.h"
+#include "core/tensor.h"
 #include "trace/trace.h"
 
 #include <stdio.h>

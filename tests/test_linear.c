@@ -1,5 +1,5 @@
-/* Linear layer (engine/cpu/linear.c) and the layer framework it runs in
- * (engine/layer.c): gradients against finite differences, exact answers,
+/* Linear layer (engine/nn/kinds/linear.c) and the layer framework it runs in
+ * (engine/nn/layer.c): gradients against finite differences, exact answers,
  * PyTorch's init bounds, AMP emulation against a hand computation,
  * accumulation, errors and allocation failures. */
 #include <setjmp.h>
@@ -10,9 +10,9 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "half.h"
-#include "mem.h"
-#include "philox.h"
+#include "numerics/half.h"
+#include "core/mem.h"
+#include "numerics/philox.h"
 
 static dl_layer_desc linear_desc(int64_t in, int64_t out, bool bias) {
   dl_layer_desc d = dl_layer_default(DL_LINEAR);

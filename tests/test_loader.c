@@ -1,4 +1,4 @@
-/* The multi-worker loader (engine/loader.c): order, content, bitwise
+/* The multi-worker loader (engine/data/loader.c): order, content, bitwise
  * equality across worker counts, keyed augmentation, early shutdown. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <math.h>
@@ -13,9 +13,9 @@
 #include <time.h>
 #include <cmocka.h>
 
-#include "loader.h"
-#include "mem.h"
-#include "sampler.h"
+#include "data/loader.h"
+#include "core/mem.h"
+#include "data/sampler.h"
 
 enum { C = 2, H = 3, W = 4, ROW = C * H * W };
 

@@ -1,4 +1,4 @@
-/* Losses (engine/loss.c): cross-entropy and MSE values and gradients against
+/* Losses (engine/nn/loss.c): cross-entropy and MSE values and gradients against
  * a double-precision reference written here with libm (independent of the
  * engine's fmath), against finite differences, and against values PyTorch
  * 1.13 computed in float64. */
@@ -11,9 +11,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "half.h"
-#include "loss.h"
-#include "mem.h"
+#include "numerics/half.h"
+#include "nn/loss.h"
+#include "core/mem.h"
 
 /* Deterministic pseudo-random values in [-3, 3). */
 static float noise(uint32_t *s) {

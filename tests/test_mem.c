@@ -1,4 +1,4 @@
-/* The allocator (engine/mem.c): accounting of live bytes only, the cache of
+/* The allocator (engine/core/mem.c): accounting of live bytes only, the cache of
  * freed blocks (reuse, zeroing of reused blocks, trim, the cap), the
  * uninitialised variants, injected failures, and use from several threads.
  * All checks are exact: byte counts and pointer identity. */
@@ -10,8 +10,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "mem.h"
-#include "tensor.h"
+#include "core/mem.h"
+#include "core/tensor.h"
 
 #include <stdbool.h>
 

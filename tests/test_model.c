@@ -1,4 +1,4 @@
-/* The model and the sequence under it (engine/model.c, engine/seq.c):
+/* The model and the sequence under it (engine/nn/model.c, engine/nn/seq.c):
  * state-dict names and order, train/eval propagation, zero_grad and
  * accumulation, requires_grad, activation memory in grad vs no-grad mode,
  * hooks, whole-model gradients against finite differences, errors and
@@ -12,9 +12,9 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "mem.h"
-#include "cpu/kinds.h"
-#include "model.h"
+#include "core/mem.h"
+#include "nn/kinds/kinds.h"
+#include "nn/model.h"
 
 static dl_layer_desc linear(int64_t in, int64_t out) {
   dl_layer_desc d = dl_layer_default(DL_LINEAR);
@@ -369,7 +369,7 @@ static void allocation_failures_leak_nothing(void **state) {
   dl_tensor_free(&dout);
 }
 
-/* The layer framework (engine/layer.c): kind names, PyTorch defaults,
+/* The layer framework (engine/nn/layer.c): kind names, PyTorch defaults,
  * validation of every kind's description, name lengths and table limits. */
 static void layer_kinds_defaults_and_validation(void **state) {
   (void)state;

@@ -1,4 +1,4 @@
-/* Optimizers (engine/optim.c): a few steps of SGD, Adam and AdamW on small
+/* Optimizers (engine/optim/optim.c): a few steps of SGD, Adam and AdamW on small
  * tensors against torch.optim's formulas written here in double; which
  * params are skipped; state naming, save/load and reset; errors. */
 #include <setjmp.h>
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "mem.h"
-#include "optim.h"
+#include "core/mem.h"
+#include "optim/optim.h"
 
 enum { P = 4, STEPS = 5 };
 

@@ -1,4 +1,4 @@
-/* Philox4x32-10 and the keyed streams (engine/philox.c). Known answers come
+/* Philox4x32-10 and the keyed streams (engine/numerics/philox.c). Known answers come
  * from Random123's kat_vectors and from an independent Python
  * implementation of philox.h's spec; statistical checks use 5-sigma bounds,
  * and the streams are deterministic, so they pass or fail the same way on
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "philox.h"
+#include "numerics/philox.h"
 
 enum { DRAWS = 100000 };
 

@@ -1,4 +1,4 @@
-/* MaxPool2d, GlobalAvgPool and Flatten (engine/cpu/maxpool2d.c,
+/* MaxPool2d, GlobalAvgPool and Flatten (engine/nn/kinds/maxpool2d.c,
  * globalavgpool.c, flatten.c): gradients against finite differences,
  * PyTorch's tie, NaN and padding rules, exact answers, AMP rounding and
  * errors. */
@@ -10,8 +10,8 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "half.h"
-#include "mem.h"
+#include "numerics/half.h"
+#include "core/mem.h"
 
 static dl_layer_desc pool_desc(int k, int stride, int pad) {
   dl_layer_desc d = dl_layer_default(DL_MAXPOOL2D);

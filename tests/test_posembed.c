@@ -1,4 +1,4 @@
-/* Learned positional embeddings (engine/cpu/posembed.c): y = x + weight[:T],
+/* Learned positional embeddings (engine/nn/kinds/posembed.c): y = x + weight[:T],
  * the weight gradient summed over the batch in sample order (rows >= T
  * zero), N(0, 1) init from the parameter's stream, finite differences,
  * errors, allocation failures and autocast. PyTorch conformance is in
@@ -10,9 +10,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cpu/kinds.h"
+#include "nn/kinds/kinds.h"
 #include "gradcheck.h"
-#include "mem.h"
+#include "core/mem.h"
 
 static dl_layer_desc pos_desc(int64_t max_len, int64_t dim) {
   dl_layer_desc d = dl_layer_default(DL_POSEMBED);

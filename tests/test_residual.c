@@ -1,4 +1,4 @@
-/* Residual blocks (engine/cpu/residual.c, built by engine/layer.c):
+/* Residual blocks (engine/nn/kinds/residual.c, built by engine/nn/layer.c):
  * y = x + body(x) and its gradients (finite differences, nested blocks),
  * names and rng ids of the body, shape errors, AMP rounding and
  * allocation failures. */
@@ -10,8 +10,8 @@
 #include <cmocka.h>
 
 #include "gradcheck.h"
-#include "half.h"
-#include "mem.h"
+#include "numerics/half.h"
+#include "core/mem.h"
 
 static dl_layer_desc linear(int64_t in, int64_t out) {
   dl_layer_desc d = dl_layer_default(DL_LINEAR);

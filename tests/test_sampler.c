@@ -1,4 +1,4 @@
-/* Samplers (engine/sampler.c): sequential, random permutation and
+/* Samplers (engine/data/sampler.c): sequential, random permutation and
  * torch.utils.data.DistributedSampler semantics. All checks here are exact
  * (index lists are integers); the one statistical check states its bound. */
 #include <math.h>
@@ -9,8 +9,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "mem.h"
-#include "sampler.h"
+#include "core/mem.h"
+#include "data/sampler.h"
 
 static dl_sampler distributed(int64_t n, int rank, int world, bool shuffle, bool drop_last) {
   return (dl_sampler){.kind = DL_SAMPLER_DISTRIBUTED,

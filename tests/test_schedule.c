@@ -1,4 +1,4 @@
-/* Learning-rate schedules (engine/schedule.c): values at the boundaries,
+/* Learning-rate schedules (engine/optim/schedule.c): values at the boundaries,
  * against the formulas of schedule.h evaluated here in double with libm. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "schedule.h"
+#include "optim/schedule.h"
 
 static const double pi = 3.14159265358979323846;
 

@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "mem.h"
-#include "model.h"
-#include "state_dict.h"
+#include "core/mem.h"
+#include "nn/model.h"
+#include "io/state_dict.h"
 #include "tmpdir.h"
 
 #include <dirent.h>

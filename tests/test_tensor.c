@@ -1,4 +1,4 @@
-/* Tensors, memory accounting and error messages (engine/tensor.c, mem.c,
+/* Tensors, memory accounting and error messages (engine/core/tensor.c, mem.c,
  * status.c). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "mem.h"
-#include "tensor.h"
+#include "core/mem.h"
+#include "core/tensor.h"
 
 static void alloc_zeroed_and_accounted(void **state) {
   (void)state;

@@ -1,4 +1,4 @@
-/* The thread pool (engine/threads.c): every index exactly once in chunks of
+/* The thread pool (engine/core/threads.c): every index exactly once in chunks of
  * at least `grain`, for many n / grain / thread counts; real parallelism;
  * jobs while workers poll and after they sleep; concurrent and nested
  * calls; shutdown and restart; fork; the thread-count setting and its
@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "threads.h"
+#include "core/threads.h"
 
 /* ---- a recording range function ---- */
 

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "mem.h"
+#include "core/mem.h"
 #include "trace/trace.h"
 
 #include <string.h>

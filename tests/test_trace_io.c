@@ -13,8 +13,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "mem.h"
-#include "state_dict.h"
+#include "core/mem.h"
+#include "io/state_dict.h"
 #include "store/trace_io.h"
 
 #include <dirent.h>

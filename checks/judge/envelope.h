@@ -2,7 +2,7 @@
  * and the gate that accepts a run inside that spread widened by a factor.
  *
  * The repeats are the same run under the variation the gate must accept
- * (CPU: perturbation backends, engine/perturb.h; GPU: the library's own
+ * (CPU: perturbation backends, engine/backend/perturb/perturb.h; GPU: the library's own
  * run-to-run and algorithm-choice variation; PyTorch: N recorder traces).
  * Repeat 0 is the reference, whose trace the golden stores.
  *

@@ -1,6 +1,6 @@
 #include "judge/tolerance.h"
 
-#include "half.h"
+#include "numerics/half.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #ifndef DLC_TOLERANCE_H
 #define DLC_TOLERANCE_H
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include <stdbool.h>
 #include <stdint.h>

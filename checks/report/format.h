@@ -4,7 +4,7 @@
 #ifndef DLC_REPORT_FORMAT_H
 #define DLC_REPORT_FORMAT_H
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 #include "judge/result.h"
 
 #include <stdbool.h>

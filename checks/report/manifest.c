@@ -4,7 +4,7 @@
 
 #include "report/format.h"
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <errno.h>
 #include <stdio.h>

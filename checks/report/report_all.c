@@ -2,7 +2,7 @@
 #define _POSIX_C_SOURCE 200809L /* unlink */
 #include "report/report.h"
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 #include "report/format.h"
 
 #include <errno.h>

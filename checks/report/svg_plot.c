@@ -1,7 +1,7 @@
 /* Inline SVG line and bar charts (see svg_plot.h). */
 #include "report/svg_plot.h"
 
-#include "fmath.h"
+#include "numerics/fmath.h"
 #include "report/format.h"
 
 #include <math.h>

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #ifdef DL_HAVE_CUDA
-#include "cuda/backend.h"
+#include "backend/cuda/backend.h"
 #endif
 
 dlc_device dlc_run_device(const dlc_run_config *c, dlc_device cli_default) {

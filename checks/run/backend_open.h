@@ -1,10 +1,10 @@
 /* Opening the compute backend a run asks for (config.h's backend section,
- * engine/backend.h): NULL for the CPU, the CUDA backend where this build
+ * engine/backend/backend.h): NULL for the CPU, the CUDA backend where this build
  * has one and the machine a GPU. */
 #ifndef DLC_BACKEND_OPEN_H
 #define DLC_BACKEND_OPEN_H
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "scenario/config.h"
 
 #include <stdbool.h>

@@ -5,7 +5,7 @@
 #include "store/path.h"
 #include "store/trace_io.h"
 
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <errno.h>
 #include <stdio.h>

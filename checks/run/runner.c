@@ -3,9 +3,9 @@
  * ranks (which samples each rank saw). */
 #include "run/runner_internal.h"
 
-#include "mem.h"
+#include "core/mem.h"
 #include "store/path.h"
-#include "threads.h"
+#include "core/threads.h"
 
 #include <pthread.h>
 #include <stdio.h>

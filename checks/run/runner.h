@@ -28,7 +28,7 @@ typedef struct dlc_run_options {
   const dl_backend *backend_override;
   /* Calibration (dlcheck record --repeat): not 0, runs on the CPU compute
    * their GEMMs and convolutions on a perturbation backend seeded with it
-   * (engine/perturb.h) and sum their allreduces in an order it picks
+   * (engine/backend/perturb/perturb.h) and sum their allreduces in an order it picks
    * (dl_comm_set_order_seed: a ring for odd seeds, a tree for even ones);
    * other devices ignore it. */
   uint64_t perturb_seed;

@@ -3,7 +3,7 @@
  * the scenario's choice, so that C1-C7 can leave out what users forget. */
 #include "run/runner_internal.h"
 
-#include "state_dict.h"
+#include "io/state_dict.h"
 
 #include <stdio.h>
 #include <stdlib.h>

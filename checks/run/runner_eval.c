@@ -4,7 +4,7 @@
  * correct eval+no_grad pass, accuracy on the shard vs all ranks. */
 #include "run/runner_internal.h"
 
-#include "mem.h"
+#include "core/mem.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -2,16 +2,16 @@
 #ifndef DLC_RUNNER_INTERNAL_H
 #define DLC_RUNNER_INTERNAL_H
 
-#include "amp.h"
+#include "optim/amp.h"
 #include "run/backend_open.h"
 #include "comm/comm.h"
-#include "data.h"
-#include "loader.h"
-#include "model.h"
-#include "optim.h"
+#include "data/data.h"
+#include "data/loader.h"
+#include "nn/model.h"
+#include "optim/optim.h"
 #include "run/runner.h"
-#include "sampler.h"
-#include "schedule.h"
+#include "data/sampler.h"
+#include "optim/schedule.h"
 
 /* What all ranks of one run share. */
 typedef struct dlc_run_shared {

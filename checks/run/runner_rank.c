@@ -3,8 +3,8 @@
 #include "run/runner_internal.h"
 
 #include "store/path.h"
-#include "perturb.h"
-#include "state_dict.h"
+#include "backend/perturb/perturb.h"
+#include "io/state_dict.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,8 +4,8 @@
  * exactly the line its catalogue entry describes. */
 #include "run/runner_internal.h"
 
-#include "clip.h"
-#include "loss.h"
+#include "optim/clip.h"
+#include "nn/loss.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -7,11 +7,11 @@
 #ifndef DLC_CONFIG_H
 #define DLC_CONFIG_H
 
-#include "amp.h"
-#include "layer.h"
-#include "loss.h"
-#include "optim.h"
-#include "schedule.h"
+#include "optim/amp.h"
+#include "nn/layer.h"
+#include "nn/loss.h"
+#include "optim/optim.h"
+#include "optim/schedule.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,7 +38,7 @@ typedef struct dlc_data_config {
 } dlc_data_config;
 
 /* The optimizer, schedule and loss scaler are the engine's own descriptions
- * (engine/optim.h, schedule.h, amp.h), as the runner hands them over. Their
+ * (engine/optim/optim.h, schedule.h, amp.h), as the runner hands them over. Their
  * real-valued settings are float32 values widened to double, as scenario
  * files have always been read (goldens depend on those bits).
  *
@@ -59,7 +59,7 @@ typedef struct dlc_parallel_config {
   bool broadcast_buffers; /* DDP default true (rank 0's buffers each forward) */
 } dlc_parallel_config;
 
-/* The training loss (engine/loss.h's dl_ce_desc). Cross-entropy only: the
+/* The training loss (engine/nn/loss.h's dl_ce_desc). Cross-entropy only: the
  * runner's data are class labels. With reduction sum, K accumulated
  * micro-batch losses are summed, not divided by K: their sum is the big
  * batch's sum. */
@@ -71,7 +71,7 @@ typedef struct dlc_loss_config {
   int32_t ignore_index;   /* -100 */
 } dlc_loss_config;
 
-/* Where a run computes (engine/backend.h). `default` takes the command
+/* Where a run computes (engine/backend/backend.h). `default` takes the command
  * line's --backend, so one scenario runs on either; a run that names a
  * device always runs there (backend_equiv's CPU and CUDA runs). */
 typedef enum { DLC_DEVICE_DEFAULT = 0, DLC_DEVICE_CPU, DLC_DEVICE_CUDA } dlc_device;

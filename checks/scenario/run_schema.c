@@ -40,7 +40,7 @@ static dl_status parse_gelu(void *ctx, const yu_val *v, const yu_field *f, void 
 static dl_status parse_body(void *ctx, const yu_val *v, const yu_field *f, void *base);
 
 /* The YAML type and range of each dl_layer_desc member a layer key sets;
- * which keys each kind takes is its registry entry's (engine/layer_kinds.h). */
+ * which keys each kind takes is its registry entry's (engine/nn/layer_kinds.h). */
 #define LF(k, t, member) .key = k, .type = t, .offset = offsetof(dl_layer_desc, member)
 #define KEY_in(k) \
   { LF(k, YU_I64, in), .range = YU_INTS(1, INT32_MAX), .required = true }

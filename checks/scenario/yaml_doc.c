@@ -3,7 +3,7 @@
  * what the schema cannot see (tags, duplicate keys, depth). See yaml_util.h. */
 #include "scenario/yaml_internal.h"
 
-#include "atomic_file.h" /* dl_fopen_regular: the scenario file is opened only if regular */
+#include "io/atomic_file.h" /* dl_fopen_regular: the scenario file is opened only if regular */
 
 #include <errno.h>
 #include <libfyaml.h>

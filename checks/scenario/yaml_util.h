@@ -9,7 +9,7 @@
 #ifndef DLC_YAML_UTIL_H
 #define DLC_YAML_UTIL_H
 
-#include "status.h"
+#include "core/status.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -18,7 +18,7 @@
 #ifndef DLC_ENV_H
 #define DLC_ENV_H
 
-#include "status.h"
+#include "core/status.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,9 +2,9 @@
 
 #include "store/h5util.h"
 
-#include "atomic_file.h"
-#include "h5.h"
-#include "mem.h"
+#include "io/atomic_file.h"
+#include "io/h5.h"
+#include "core/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -368,7 +368,7 @@ static dl_status get_dims(hid_t ds, const char *where, const char *name, int ran
   return s;
 }
 
-/* What the header promises, checked before allocating it (engine/h5.c). */
+/* What the header promises, checked before allocating it (engine/io/h5.c). */
 static dl_status check_storage(hid_t ds, const char *where, const char *name) {
   char what[512];
   snprintf(what, sizeof what, "%s/%s", where, name);

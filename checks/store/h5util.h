@@ -13,7 +13,7 @@
 #ifndef DLC_H5UTIL_H
 #define DLC_H5UTIL_H
 
-#include "status.h"
+#include "core/status.h"
 #include "trace/spill.h"
 
 #include <hdf5.h>

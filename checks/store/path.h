@@ -2,7 +2,7 @@
 #ifndef DLC_PATH_H
 #define DLC_PATH_H
 
-#include "status.h"
+#include "core/status.h"
 
 #include <stddef.h>
 

@@ -4,9 +4,9 @@
 
 #include "store/trace_io.h"
 
-#include "h5.h"
+#include "io/h5.h"
 #include "judge/tolerance.h"
-#include "state_dict.h"
+#include "io/state_dict.h"
 #include "store/h5util.h"
 #include "store/trace_names.h"
 

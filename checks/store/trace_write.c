@@ -5,10 +5,10 @@
 
 #include "store/trace_io.h"
 
-#include "atomic_file.h"
-#include "h5.h"
+#include "io/atomic_file.h"
+#include "io/h5.h"
 #include "judge/tolerance.h"
-#include "state_dict.h"
+#include "io/state_dict.h"
 #include "store/h5util.h"
 #include "store/trace_names.h"
 

@@ -13,7 +13,7 @@
 #ifndef DLC_SPILL_H
 #define DLC_SPILL_H
 
-#include "status.h"
+#include "core/status.h"
 
 #include <stdbool.h>
 #include <stddef.h>

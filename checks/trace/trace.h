@@ -13,7 +13,7 @@
 #ifndef DLC_TRACE_H
 #define DLC_TRACE_H
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 #include <stdint.h>
 

@@ -16,7 +16,7 @@
 #ifndef DL_COMM_H
 #define DL_COMM_H
 
-#include "status.h"
+#include "core/status.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -58,7 +58,7 @@ typedef enum dl_reduce_mode { DL_REDUCE_ORDERED = 0, DL_REDUCE_NATIVE } dl_reduc
 void dl_comm_set_reduce_mode(dl_comm *c, dl_reduce_mode m);
 dl_reduce_mode dl_comm_reduce_mode(const dl_comm *c);
 
-/* Calibration (dlcheck record --repeat, engine/perturb.h): seed != 0 makes
+/* Calibration (dlcheck record --repeat, engine/backend/perturb/perturb.h): seed != 0 makes
  * the local backend sum in another library's order, whatever the mode:
  * odd seeds every chunk in ring order rotated by (seed / 2) % W ranks past
  * the native one (NCCL's ring), even seeds a pairwise tree over the ranks

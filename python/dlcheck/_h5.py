@@ -1,7 +1,7 @@
 """Low-level HDF5 writing shared by the trace and state-dict writers.
 
 Files are written the way the C side writes them (checks/store/h5util.c,
-engine/state_dict.c): creation-ordered groups, no timestamps, fixed-length
+engine/io/state_dict.c): creation-ordered groups, no timestamps, fixed-length
 NUL-terminated UTF-8 strings, contiguous datasets, and default link
 creation properties (ASCII link names, as HDF5's C API uses), so that the
 same content gives the same bytes. `atomic_file` gives the temporary file
@@ -103,7 +103,7 @@ def str_type(width: int) -> h5t.TypeID:
 
 
 def half_type(brain: bool) -> h5t.TypeFloatID:
-    """The 2-byte float of engine/state_dict.c: float16 (5 exponent bits) or
+    """The 2-byte float of engine/io/state_dict.c: float16 (5 exponent bits) or
     bfloat16 (8 exponent bits, 7 mantissa bits, bias 127)."""
     t = h5t.IEEE_F32LE.copy()
     if brain:
@@ -193,7 +193,7 @@ TENSOR_DTYPES = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32),
 
 def write_tensor(loc, name: str, data: np.ndarray, bfloat16: bool = False) -> None:
     """A state-dict dataset: float32, float16, int32, int64, or bfloat16 (its
-    bits as uint16 with bfloat16=True), rank 0..4, in engine/state_dict.c's
+    bits as uint16 with bfloat16=True), rank 0..4, in engine/io/state_dict.c's
     types (the file type is the memory type)."""
     if data.ndim > MAX_RANK:
         raise ValueError(f"{name}: rank {data.ndim}; the engine reads rank 0..{MAX_RANK}")
@@ -214,7 +214,7 @@ def write_tensor(loc, name: str, data: np.ndarray, bfloat16: bool = False) -> No
 
 
 def read_tensor(ds: h5d.DatasetID, where: str) -> tuple[np.ndarray, bool]:
-    """A state-dict dataset as (array, is_bfloat16), as engine/state_dict.c
+    """A state-dict dataset as (array, is_bfloat16), as engine/io/state_dict.c
     reads it: 4-byte floats as float32, 2-byte floats with 5/10 exponent and
     mantissa bits as float16 and with 8/7 as bfloat16 (returned as its uint16
     bits), signed 4- and 8-byte integers; rank 0..4. TypeError otherwise."""

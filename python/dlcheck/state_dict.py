@@ -1,5 +1,5 @@
 """PyTorch weights as the C engine's init_weights reads them
-(engine/state_dict.c): an HDF5 file with group /model holding one dataset
+(engine/io/state_dict.c): an HDF5 file with group /model holding one dataset
 per state-dict key, named as state_dict() names it ("0.weight",
 "1.running_mean"), in state-dict order; floating tensors as float32,
 integer ones (num_batches_tracked) as int64, scalars as rank-0 datasets.

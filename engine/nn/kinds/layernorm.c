@@ -1,0 +1,232 @@
+/* LayerNorm over the last dimension, as torch.nn.LayerNorm(D): per-row mean
+ * and biased variance accumulated in double, y = (x - mean) * rstd * w + b.
+ *
+ * Rows are independent, so forward and dx are parallel over rows; the
+ * weight and bias gradients are sums over rows, parallel over columns with
+ * each column summed in row order by one thread. */
+#include "nn/kinds/kinds.h"
+
+#include "core/mem.h"
+#include "core/threads.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Rows of the input viewed as [rows, D]. */
+static dl_status ln_rows_of(const dl_layer *l, const dl_tensor *x, const char *what,
+                            int64_t *rows) {
+  char name[128], shape[96];
+  if (x->dtype != DL_F32 || x->ndim < 1 || x->shape[x->ndim - 1] != l->desc.out)
+    return dl_fail(DL_ERR_INVALID, "%s: %s is %s; expected float32 [..., %lld]",
+                   dl_layer_label(l, name, sizeof name), what,
+                   dl_tensor_describe(x, shape, sizeof shape), (long long)l->desc.out);
+  *rows = x->numel / l->desc.out;
+  return DL_OK;
+}
+
+dl_status dl_layernorm_init(dl_layer *l, uint64_t seed) {
+  (void)seed; /* constant initialisation: ones and zeros */
+  char name[128];
+  int64_t dim = l->desc.out;
+  if (dim < 1)
+    return dl_fail(DL_ERR_INVALID, "%s: normalized size is %lld; it must be at least 1",
+                   dl_layer_label(l, name, sizeof name), (long long)dim);
+  if (!l->desc.affine) return DL_OK;
+  DL_TRY(dl_layer_add_param(l, "weight", 1, &dim));
+  DL_TRY(dl_layer_add_param(l, "bias", 1, &dim));
+  float *w = dl_f32(&l->params[0].value);
+  for (int64_t i = 0; i < dim; i++) w[i] = 1.0f;
+  return DL_OK;
+}
+
+/* ---- forward ---- */
+
+typedef struct ln_fwd_job {
+  int64_t dim;
+  const float *x, *w, *b;
+  float *y, *mean, *rstd;
+  double eps;
+} ln_fwd_job;
+
+static void ln_row_forward(const ln_fwd_job *j, int64_t r) {
+  const int64_t dim = j->dim;
+  const float *x = j->x + r * dim;
+  float *y = j->y + r * dim;
+  double sum = 0.0, sq = 0.0;
+  for (int64_t i = 0; i < dim; i++) sum += x[i];
+  const double m = sum / (double)dim;
+  for (int64_t i = 0; i < dim; i++) sq += ((double)x[i] - m) * ((double)x[i] - m);
+  const float mean = (float)m;
+  const float rstd = (float)(1.0 / sqrt(sq / (double)dim + j->eps));
+  for (int64_t i = 0; i < dim; i++) {
+    float v = (x[i] - mean) * rstd;
+    y[i] = j->w ? v * j->w[i] + j->b[i] : v;
+  }
+  j->mean[r] = mean;
+  j->rstd[r] = rstd;
+}
+
+static void ln_forward_range(void *p, int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; r++) ln_row_forward(p, r);
+}
+
+static int64_t ln_grain(int64_t dim) { return dim >= 8192 ? 1 : 8192 / dim; }
+
+static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
+  char name[128];
+  int64_t rows = 0;
+  DL_TRY(ln_rows_of(l, x, "input", &rows));
+  dl_tensor_free(&l->saved[0]);
+  dl_tensor_free(&l->saved[1]);
+  dl_tensor mean = {0}, rstd = {0};
+  dl_status s = dl_tensor_f32(&mean, 1, rows, 0, 0, 0, "layernorm saved mean");
+  if (s == DL_OK) s = dl_tensor_f32(&rstd, 1, rows, 0, 0, 0, "layernorm saved rstd");
+  if (s == DL_OK) s = dl_tensor_alloc(y, DL_F32, x->ndim, x->shape, "layernorm output");
+  if (s != DL_OK) {
+    dl_tensor_free(&mean);
+    dl_tensor_free(&rstd);
+    return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
+  }
+  bool affine = l->desc.affine;
+  ln_fwd_job job = {.dim = l->desc.out,
+                    .x = dl_f32(x),
+                    .w = affine ? dl_f32(&l->params[0].value) : NULL,
+                    .b = affine ? dl_f32(&l->params[1].value) : NULL,
+                    .y = dl_f32(y),
+                    .mean = dl_f32(&mean),
+                    .rstd = dl_f32(&rstd),
+                    .eps = l->desc.eps};
+  dl_parallel_for(rows, ln_grain(job.dim), ln_forward_range, &job);
+  dl_layer_keep_saved(l, ctx, &mean, &rstd);
+  return DL_OK;
+}
+
+/* ---- backward ---- */
+
+typedef struct ln_bwd_job {
+  int64_t dim, rows;
+  const float *x, *dy, *w, *mean, *rstd;
+  float *dx, *dw, *db;
+} ln_bwd_job;
+
+/* With xhat = (x - mean) * rstd and g = dy * w:
+ * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
+static void ln_row_backward(const ln_bwd_job *j, int64_t r) {
+  const int64_t dim = j->dim;
+  const float *x = j->x + r * dim, *dy = j->dy + r * dim;
+  const float mean = j->mean[r], rstd = j->rstd[r];
+  float *dx = j->dx + r * dim;
+  double sum_g = 0.0, sum_gx = 0.0;
+  for (int64_t i = 0; i < dim; i++) {
+    float g = j->w ? dy[i] * j->w[i] : dy[i];
+    float xhat = (x[i] - mean) * rstd;
+    sum_g += g;
+    sum_gx += (double)g * xhat;
+  }
+  const float mean_g = (float)(sum_g / (double)dim);
+  const float mean_gx = (float)(sum_gx / (double)dim);
+  for (int64_t i = 0; i < dim; i++) {
+    float g = j->w ? dy[i] * j->w[i] : dy[i];
+    float xhat = (x[i] - mean) * rstd;
+    dx[i] = rstd * (g - mean_g - xhat * mean_gx);
+  }
+}
+
+static void ln_dx_range(void *p, int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; r++) ln_row_backward(p, r);
+}
+
+/* dw[i] = sum over rows of dy * xhat, db[i] = sum of dy, rows in order.
+ * LN_COLS columns side by side: each is still one chain in row order, but
+ * the rows are walked once per block rather than once per column (with a
+ * stride of dim), and the chains, independent, fill vector lanes. The range
+ * is in blocks. */
+enum { LN_COLS = 16 };
+
+static void ln_dwdb_block(const ln_bwd_job *j, int64_t i0, int64_t n) {
+  double sw[LN_COLS] = {0}, sb[LN_COLS] = {0};
+  for (int64_t r = 0; r < j->rows; r++) {
+    const float *dy = j->dy + r * j->dim + i0, *x = j->x + r * j->dim + i0;
+    const float mean = j->mean[r], rstd = j->rstd[r];
+    if (n == LN_COLS) {
+      for (int c = 0; c < LN_COLS; c++) {
+        sw[c] += (double)dy[c] * ((x[c] - mean) * rstd);
+        sb[c] += dy[c];
+      }
+    } else {
+      for (int64_t c = 0; c < n; c++) {
+        sw[c] += (double)dy[c] * ((x[c] - mean) * rstd);
+        sb[c] += dy[c];
+      }
+    }
+  }
+  for (int64_t c = 0; c < n; c++) {
+    if (j->dw) j->dw[i0 + c] = (float)sw[c];
+    if (j->db) j->db[i0 + c] = (float)sb[c];
+  }
+}
+
+static void ln_dwdb_range(void *p, int64_t begin, int64_t end) {
+  const ln_bwd_job *j = p;
+  for (int64_t blk = begin; blk < end; blk++) {
+    const int64_t i0 = blk * LN_COLS;
+    ln_dwdb_block(j, i0, j->dim - i0 < LN_COLS ? j->dim - i0 : LN_COLS);
+  }
+}
+
+static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, const dl_tensor *y,
+                             const dl_tensor *dy, dl_tensor *dx) {
+  (void)ctx;
+  (void)y;
+  char name[128];
+  int64_t rows = 0;
+  DL_TRY(ln_rows_of(l, x, "input", &rows));
+  DL_TRY(dl_layer_check_dy(l, dy, x));
+  if (dl_tensor_empty(&l->saved[0]) || l->saved[0].numel != rows)
+    return dl_fail(DL_ERR_INVALID,
+                   "%s: backward without a grad-mode forward; run forward with "
+                   "grad_enabled first",
+                   dl_layer_label(l, name, sizeof name));
+  const int64_t dim = l->desc.out;
+  bool want_w = l->desc.affine && l->params[0].requires_grad;
+  bool want_b = l->desc.affine && l->params[1].requires_grad;
+  float *grads = NULL;
+  if (want_w || want_b) {
+    grads = dl_mem_alloc(2 * (size_t)dim * sizeof(float), "layernorm weight/bias gradients");
+    if (!grads) return dl_fail_context(DL_ERR_NOMEM, "%s: ", dl_layer_label(l, name, sizeof name));
+  }
+  if (dx) {
+    dl_status s = dl_tensor_alloc(dx, DL_F32, x->ndim, x->shape, "layernorm input gradient");
+    if (s != DL_OK) {
+      dl_mem_free(grads);
+      return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
+    }
+  }
+  ln_bwd_job job = {.dim = dim,
+                    .rows = rows,
+                    .x = dl_f32(x),
+                    .dy = dl_f32(dy),
+                    .w = l->desc.affine ? dl_f32(&l->params[0].value) : NULL,
+                    .mean = dl_f32(&l->saved[0]),
+                    .rstd = dl_f32(&l->saved[1]),
+                    .dx = dx ? dl_f32(dx) : NULL,
+                    .dw = want_w ? grads : NULL,
+                    .db = want_b ? grads + dim : NULL};
+  if (dx) dl_parallel_for(rows, ln_grain(dim), ln_dx_range, &job);
+  if (grads) {
+    const int64_t blocks = (dim + LN_COLS - 1) / LN_COLS, per_block = rows * LN_COLS;
+    dl_parallel_for(blocks, per_block >= 8192 ? 1 : 8192 / (per_block > 0 ? per_block : 1),
+                    ln_dwdb_range, &job);
+    if (want_w) dl_param_accumulate(&l->params[0], job.dw);
+    if (want_b) dl_param_accumulate(&l->params[1], job.db);
+  }
+  dl_mem_free(grads);
+  return DL_OK;
+}
+
+dl_status dl_layernorm_check(const char *label, const dl_layer_desc *d) {
+  return dl_layer_check_norm(label, d, false);
+}
+
+const dl_layer_ops dl_layernorm_ops = {ln_forward, ln_backward};
