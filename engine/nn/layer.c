@@ -1,5 +1,5 @@
 /* The layer framework: the registry's table (names, dispatch to the
- * per-kind files under cpu/), default descriptions, the validation helpers
+ * per-kind files under nn/kinds/), default descriptions, the validation helpers
  * and the parameter/buffer bookkeeping every kind shares. */
 #include "nn/layer.h"
 

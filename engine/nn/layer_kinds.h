@@ -1,12 +1,12 @@
 /* The layer registry: one entry per layer kind, and nothing else to edit to
- * add one but its kernel file under cpu/ and its tests.
+ * add one but its kernel file under nn/kinds/ and its tests.
  *
  *   X(ID, name, ops, init, check, keys)
  *
  *   ID     its dl_layer_kind enumerator (layer.h builds the enum from here)
  *   name   as scenario files, state dicts and messages write it
- *   ops    its forward/backward table, defined in cpu/<kind>.c
- *   init   creates and initialises its params and buffers (cpu/kinds.h says
+ *   ops    its forward/backward table, defined in nn/kinds/<kind>.c
+ *   init   creates and initialises its params and buffers (nn/kinds/kinds.h says
  *          how); dl_layer_no_init when it has none
  *   check  validates its description with PyTorch's rules, naming the layer
  *          by `label`; dl_layer_no_check when there is nothing to check
@@ -16,7 +16,7 @@
  *          never expands this column; checks/scenario/run_schema.c gives each
  *          member its YAML type and range (one line per member).
  *
- * layer.c builds its dispatch table from this list and cpu/kinds.h declares
+ * layer.c builds its dispatch table from this list and nn/kinds/kinds.h declares
  * every ops, init and check named here. */
 #ifndef DL_LAYER_KINDS_H
 #define DL_LAYER_KINDS_H
