@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #include "backend/cuda/device.h"
-#include "optim/optim.h"
+#include "numerics/optim_elem.h"
 #include "numerics/philox.h"
 
 #include <stdbool.h>
