@@ -1,43 +1,32 @@
-/* The layer framework: the registry's table (names, dispatch to the
- * per-kind files under nn/kinds/), default descriptions, the validation helpers
- * and the parameter/buffer bookkeeping every kind shares. */
+/* The layer framework: the kinds' names, default descriptions, the
+ * validation helpers and the parameter/buffer bookkeeping every kind
+ * shares. Dispatch to the per-kind files is nn/kinds/registry.c's, so that
+ * this file depends on no kind. */
 #include "nn/layer.h"
 
 #include "nn/kinds/kinds.h"
 #include "core/mem.h"
-#include "nn/seq.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-/* The registry (layer_kinds.h) as a table indexed by kind. */
-typedef struct kind_entry {
-  const char *name;
-  const dl_layer_ops *ops;
-  dl_status (*init)(dl_layer *l, uint64_t seed);
-  dl_status (*check)(const char *label, const dl_layer_desc *d);
-} kind_entry;
-
-#define KIND_ENTRY(id, name, ops, init, check, keys) [id] = {name, &ops, init, check},
-static const kind_entry kinds[] = {DL_LAYER_KINDS(KIND_ENTRY)};
-#undef KIND_ENTRY
-_Static_assert(sizeof kinds / sizeof kinds[0] == DL_LAYER_KIND_COUNT,
-               "every layer kind has one registry entry");
-
-static const kind_entry *kind_at(dl_layer_kind k) {
-  return (unsigned)k < DL_LAYER_KIND_COUNT ? &kinds[k] : NULL;
-}
+/* The registry's names (layer_kinds.h), indexed by kind; the dispatch
+ * table is nn/kinds/registry.c's. */
+#define KIND_NAME(id, name, ops, init, check, keys) [id] = name,
+static const char *const kind_names[] = {DL_LAYER_KINDS(KIND_NAME)};
+#undef KIND_NAME
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == DL_LAYER_KIND_COUNT,
+               "every layer kind has one name");
 
 const char *dl_layer_kind_name(dl_layer_kind k) {
-  const kind_entry *e = kind_at(k);
-  return e ? e->name : "unknown";
+  return (unsigned)k < DL_LAYER_KIND_COUNT ? kind_names[k] : "unknown";
 }
 
 dl_status dl_layer_kind_parse(const char *name, dl_layer_kind *out) {
   if (!name) return dl_fail(DL_ERR_INVALID, "layer kind: no name given");
   for (int k = 0; k < DL_LAYER_KIND_COUNT; k++) {
-    if (strcmp(name, kinds[k].name) == 0) {
+    if (strcmp(name, kind_names[k]) == 0) {
       *out = (dl_layer_kind)k;
       return DL_OK;
     }
@@ -45,7 +34,7 @@ dl_status dl_layer_kind_parse(const char *name, dl_layer_kind *out) {
   char known[256];
   size_t n = 0;
   for (int k = 0; k < DL_LAYER_KIND_COUNT && n < sizeof known; k++)
-    n += (size_t)snprintf(known + n, sizeof known - n, k ? ", %s" : "%s", kinds[k].name);
+    n += (size_t)snprintf(known + n, sizeof known - n, k ? ", %s" : "%s", kind_names[k]);
   return dl_fail(DL_ERR_INVALID, "unknown layer kind '%s'; expected one of: %s", name, known);
 }
 
@@ -64,9 +53,7 @@ dl_layer_desc dl_layer_default(dl_layer_kind kind) {
   return d;
 }
 
-/* "layer 3 (linear)" or "layer 2.body.0 (conv2d)"; "linear layer" when the
- * layer stands alone (empty prefix). */
-static const char *layer_label(const char *prefix, dl_layer_kind kind, char *buf, size_t len) {
+const char *dl_layer_label_of(const char *prefix, dl_layer_kind kind, char *buf, size_t len) {
   size_t n = strlen(prefix);
   if (n > 0 && prefix[n - 1] == '.') n--;
   if (n == 0) snprintf(buf, len, "%s layer", dl_layer_kind_name(kind));
@@ -75,7 +62,7 @@ static const char *layer_label(const char *prefix, dl_layer_kind kind, char *buf
 }
 
 const char *dl_layer_label(const dl_layer *l, char *buf, size_t len) {
-  return layer_label(l->prefix, l->desc.kind, buf, len);
+  return dl_layer_label_of(l->prefix, l->desc.kind, buf, len);
 }
 
 dl_status dl_layer_need_positive(const char *label, const char *field, int64_t v) {
@@ -130,34 +117,9 @@ dl_status dl_layer_no_init(dl_layer *l, uint64_t seed) {
   return DL_OK;
 }
 
-dl_status dl_layer_init(dl_layer *l, const dl_layer_desc *d, const char *prefix, uint64_t rng_id,
-                        uint64_t seed) {
-  char label[DL_NAME_MAX + 32];
-  memset(l, 0, sizeof *l);
-  if (!prefix) prefix = "";
-  layer_label(prefix, d->kind, label, sizeof label);
-  if (strlen(prefix) >= DL_NAME_MAX)
-    return dl_fail(DL_ERR_INVALID, "%s: name prefix is longer than %d characters", label,
-                   DL_NAME_MAX - 1);
-  const kind_entry *k = kind_at(d->kind);
-  if (!k) return dl_fail(DL_ERR_INVALID, "%s: unknown layer kind %d", label, (int)d->kind);
-  DL_TRY(k->check(label, d));
-  l->desc = *d;
-  strcpy(l->prefix, prefix);
-  l->rng_id = rng_id;
-  l->training = true;
-  l->ops = k->ops;
-  dl_status s = k->init(l, seed);
-  if (s != DL_OK) {
-    dl_layer_destroy(l);
-    return s;
-  }
-  return DL_OK;
-}
-
 void dl_layer_release(dl_layer *l) {
   for (int i = 0; i < DL_LAYER_MAX_SAVED; i++) dl_tensor_free(&l->saved[i]);
-  if (l->body) dl_seq_release(l->body);
+  if (l->ops && l->ops->release) l->ops->release(l);
 }
 
 void dl_layer_destroy(dl_layer *l) {
@@ -167,10 +129,7 @@ void dl_layer_destroy(dl_layer *l) {
     dl_tensor_free(&l->params[i].grad);
   }
   for (int i = 0; i < l->nbuffers; i++) dl_tensor_free(&l->buffers[i].value);
-  if (l->body) {
-    dl_seq_destroy(l->body);
-    dl_mem_free(l->body);
-  }
+  if (l->ops && l->ops->destroy) l->ops->destroy(l);
   memset(l, 0, sizeof *l);
 }
 

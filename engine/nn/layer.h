@@ -1,4 +1,4 @@
-/* Layers: forward and backward side by side, one file per kind under cpu/,
+/* Layers: forward and backward side by side, one file per kind under nn/kinds/,
  * one entry per kind in the registry (layer_kinds.h).
  *
  * A layer never owns its input or output: the sequence that runs it (seq.h)
@@ -104,6 +104,11 @@ typedef struct dl_layer_ops {
    * else grad += dW (PyTorch accumulation); then has_grad = true. */
   dl_status (*backward)(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, const dl_tensor *y,
                         const dl_tensor *dy, dl_tensor *dx);
+  /* Optional, for what a kind holds beyond params, buffers and `saved`
+   * (a residual's body): release frees what backward would have needed,
+   * destroy everything. NULL: nothing beyond. */
+  void (*release)(dl_layer *l);
+  void (*destroy)(dl_layer *l);
 } dl_layer_ops;
 
 struct dl_layer {

@@ -16,7 +16,8 @@
  *          never expands this column; checks/scenario/run_schema.c gives each
  *          member its YAML type and range (one line per member).
  *
- * layer.c builds its dispatch table from this list and nn/kinds/kinds.h declares
+ * nn/kinds/registry.c builds its dispatch table from this list, layer.c its
+ * names, and nn/kinds/kinds.h declares
  * every ops, init and check named here. */
 #ifndef DL_LAYER_KINDS_H
 #define DL_LAYER_KINDS_H

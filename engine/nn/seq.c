@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* The rng id of the last layer in l's subtree: residual bodies number
- * their layers after their own (layer.c), so the next sibling continues
+ * their layers after their own (residual.c), so the next sibling continues
  * after the deepest one. */
 static uint64_t last_rng_id(const dl_layer *l) {
   if (!l->body || l->body->n == 0) return l->rng_id;

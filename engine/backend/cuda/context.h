@@ -25,8 +25,13 @@ struct dl_cuda {
 };
 
 /* Makes ctx's device current for this thread; DL_ERR_INVALID for NULL
- * (naming `op`). Every entry point that touches the GPU starts with it. */
-dl_status dl_cuda_enter(dl_cuda *ctx, const char *op);
+ * (naming `op`). Every entry point that touches the GPU starts with it.
+ * Inline so that memory.c need not call into device.c, which calls it. */
+static inline dl_status dl_cuda_enter(dl_cuda *ctx, const char *op) {
+  if (!ctx) return dl_fail(DL_ERR_INVALID, "%s: no CUDA context (call dl_cuda_init first)", op);
+  DL_CUDA_TRY(cudaSetDevice(ctx->device));
+  return DL_OK;
+}
 
 /* ctx->scratch with at least `bytes`, grown (never shrunk) on demand. */
 dl_status dl_cuda_scratch(dl_cuda *ctx, size_t bytes, float **p);

@@ -54,12 +54,6 @@ const char *dl_cuda_math_name(dl_cuda_math m) {
   return "unknown";
 }
 
-dl_status dl_cuda_enter(dl_cuda *ctx, const char *op) {
-  if (!ctx) return dl_fail(DL_ERR_INVALID, "%s: no CUDA context (call dl_cuda_init first)", op);
-  DL_CUDA_TRY(cudaSetDevice(ctx->device));
-  return DL_OK;
-}
-
 static dl_status create_handles(dl_cuda *ctx, dl_cuda_math math) {
   DL_CUDA_TRY(cudaSetDevice(ctx->device));
   DL_CUDA_TRY(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));

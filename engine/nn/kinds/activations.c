@@ -217,6 +217,6 @@ static dl_status tanh_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   return act_backward(l, y, dy, dx, ACT_TANH);
 }
 
-const dl_layer_ops dl_relu_ops = {relu_forward, relu_backward};
-const dl_layer_ops dl_gelu_ops = {gelu_forward, gelu_backward};
-const dl_layer_ops dl_tanh_ops = {tanh_forward, tanh_backward};
+const dl_layer_ops dl_relu_ops = {.forward = relu_forward, .backward = relu_backward};
+const dl_layer_ops dl_gelu_ops = {.forward = gelu_forward, .backward = gelu_backward};
+const dl_layer_ops dl_tanh_ops = {.forward = tanh_forward, .backward = tanh_backward};

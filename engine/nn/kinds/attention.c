@@ -443,4 +443,5 @@ static dl_status attention_backward(dl_layer *l, const dl_ctx *ctx, const dl_ten
   return DL_OK;
 }
 
-const dl_layer_ops dl_attention_ops = {attention_forward, attention_backward};
+const dl_layer_ops dl_attention_ops = {.forward = attention_forward,
+                                       .backward = attention_backward};

@@ -276,4 +276,4 @@ dl_status dl_batchnorm_check(const char *label, const dl_layer_desc *d) {
   return dl_layer_check_norm(label, d, true);
 }
 
-const dl_layer_ops dl_batchnorm_ops = {bn_forward, bn_backward};
+const dl_layer_ops dl_batchnorm_ops = {.forward = bn_forward, .backward = bn_backward};

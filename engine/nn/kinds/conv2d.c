@@ -646,4 +646,4 @@ dl_status dl_conv2d_check(const char *label, const dl_layer_desc *d) {
   return dl_layer_check_window(label, d, 1);
 }
 
-const dl_layer_ops dl_conv2d_ops = {conv_forward, conv_backward};
+const dl_layer_ops dl_conv2d_ops = {.forward = conv_forward, .backward = conv_backward};

@@ -152,4 +152,4 @@ dl_status dl_dropout_check(const char *label, const dl_layer_desc *d) {
   return DL_OK;
 }
 
-const dl_layer_ops dl_dropout_ops = {dropout_forward, dropout_backward};
+const dl_layer_ops dl_dropout_ops = {.forward = dropout_forward, .backward = dropout_backward};

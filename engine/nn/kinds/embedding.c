@@ -93,4 +93,5 @@ dl_status dl_embedding_check(const char *label, const dl_layer_desc *d) {
   return dl_layer_need_positive(label, "embedding_dim", d->out);
 }
 
-const dl_layer_ops dl_embedding_ops = {embedding_forward, embedding_backward};
+const dl_layer_ops dl_embedding_ops = {.forward = embedding_forward,
+                                       .backward = embedding_backward};

@@ -42,4 +42,4 @@ static dl_status flatten_backward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
   return DL_OK;
 }
 
-const dl_layer_ops dl_flatten_ops = {flatten_forward, flatten_backward};
+const dl_layer_ops dl_flatten_ops = {.forward = flatten_forward, .backward = flatten_backward};

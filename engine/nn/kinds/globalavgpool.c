@@ -67,4 +67,4 @@ static dl_status gap_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
   return DL_OK;
 }
 
-const dl_layer_ops dl_globalavgpool_ops = {gap_forward, gap_backward};
+const dl_layer_ops dl_globalavgpool_ops = {.forward = gap_forward, .backward = gap_backward};

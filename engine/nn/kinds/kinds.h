@@ -22,6 +22,10 @@
 DL_LAYER_KINDS(DL_DECLARE_KIND)
 #undef DL_DECLARE_KIND
 
+/* How messages name a layer with this prefix and kind (dl_layer_label's
+ * rule), before the layer exists. */
+const char *dl_layer_label_of(const char *prefix, dl_layer_kind kind, char *buf, size_t len);
+
 /* Validation helpers the kinds' checks share (layer.c); each fails with
  * "LABEL: FIELD must be ..., got VALUE". */
 dl_status dl_layer_need_positive(const char *label, const char *field, int64_t v);

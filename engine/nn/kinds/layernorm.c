@@ -229,4 +229,4 @@ dl_status dl_layernorm_check(const char *label, const dl_layer_desc *d) {
   return dl_layer_check_norm(label, d, false);
 }
 
-const dl_layer_ops dl_layernorm_ops = {ln_forward, ln_backward};
+const dl_layer_ops dl_layernorm_ops = {.forward = ln_forward, .backward = ln_backward};

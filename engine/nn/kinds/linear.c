@@ -169,4 +169,4 @@ dl_status dl_linear_check(const char *label, const dl_layer_desc *d) {
   return dl_layer_need_positive(label, "out_features", d->out);
 }
 
-const dl_layer_ops dl_linear_ops = {linear_forward, linear_backward};
+const dl_layer_ops dl_linear_ops = {.forward = linear_forward, .backward = linear_backward};

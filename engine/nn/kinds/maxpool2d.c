@@ -282,4 +282,4 @@ dl_status dl_maxpool2d_check(const char *label, const dl_layer_desc *d) {
   return DL_OK;
 }
 
-const dl_layer_ops dl_maxpool2d_ops = {maxpool_forward, maxpool_backward};
+const dl_layer_ops dl_maxpool2d_ops = {.forward = maxpool_forward, .backward = maxpool_backward};

@@ -89,4 +89,4 @@ static dl_status posembed_backward(dl_layer *l, const dl_ctx *ctx, const dl_tens
   return DL_OK;
 }
 
-const dl_layer_ops dl_posembed_ops = {posembed_forward, posembed_backward};
+const dl_layer_ops dl_posembed_ops = {.forward = posembed_forward, .backward = posembed_backward};

@@ -66,4 +66,18 @@ dl_status dl_residual_init(dl_layer *l, uint64_t seed) {
   return dl_seq_init(l->body, l->desc.body, l->desc.nbody, prefix, &next, seed);
 }
 
-const dl_layer_ops dl_residual_ops = {residual_forward, residual_backward};
+static void residual_release(dl_layer *l) {
+  if (l->body) dl_seq_release(l->body);
+}
+
+static void residual_destroy(dl_layer *l) {
+  if (!l->body) return;
+  dl_seq_destroy(l->body);
+  dl_mem_free(l->body);
+  l->body = NULL;
+}
+
+const dl_layer_ops dl_residual_ops = {.forward = residual_forward,
+                                      .backward = residual_backward,
+                                      .release = residual_release,
+                                      .destroy = residual_destroy};
