@@ -36,9 +36,3 @@ int dlc_check_kind_count(void) { return (int)(sizeof kinds / sizeof *kinds); }
 const dlc_check_kind *dlc_check_kind_at(int i) {
   return i >= 0 && i < dlc_check_kind_count() ? &kinds[i] : NULL;
 }
-
-const dlc_trace *dlc_check_find_trace(const dlc_trace *traces, int n, const char *run) {
-  for (int i = 0; i < n; i++)
-    if (strcmp(traces[i].run, run) == 0) return &traces[i];
-  return NULL;
-}

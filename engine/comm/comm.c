@@ -3,7 +3,7 @@
  * and the collective counter, then the backend's operation. Also what every
  * backend shares: fixed-order sums, timeout messages, the start-up
  * consistency check and the native-versus-ordered measurement. */
-#include "comm_backend.h"
+#include "comm/comm_backend.h"
 
 #include <errno.h>
 #include <inttypes.h>

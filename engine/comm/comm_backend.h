@@ -4,7 +4,7 @@
 #ifndef DL_COMM_BACKEND_H
 #define DL_COMM_BACKEND_H
 
-#include "comm.h"
+#include "comm/comm.h"
 
 /* The public entry points (comm.c) validate arguments and count the
  * collective before calling these; buffers are non-NULL or empty. */

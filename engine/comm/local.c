@@ -2,7 +2,7 @@
 /* The in-process backend: ranks are threads sharing one group. Each
  * collective is deposit / barrier / read / barrier, so no rank reads a
  * buffer that another is still writing. */
-#include "comm_backend.h"
+#include "comm/comm_backend.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -15,7 +15,7 @@
  * rank 1 ... exited on signal 9". The timeouts here cover what it does not:
  * a rank that hangs, or one that died under `mpirun --enable-recovery`,
  * where the job keeps running. */
-#include "comm_backend.h"
+#include "comm/comm_backend.h"
 
 #include <mpi.h>
 

@@ -13,7 +13,7 @@
  * Waiting polls the stream against the deadline; on a timeout or a peer's
  * abort the communicator is aborted (ncclCommAbort), which also frees the
  * GPU from the stuck kernel. */
-#include "comm_backend.h"
+#include "comm/comm_backend.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -23,7 +23,6 @@
 #include "nn/kinds/kinds.h"
 
 #include "backend/cpu/sgemm.h"
-#include "backend/cpu/gemm_internal.h"
 #include "numerics/half.h"
 #include "core/mem.h"
 #include "numerics/philox.h"
