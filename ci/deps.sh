@@ -11,6 +11,7 @@ packages=(
   libhdf5-dev hdf5-tools        # traces, goldens, fixtures
   libcmocka-dev gcovr valgrind  # tests and coverage
   libfyaml-dev                  # scenario files
+  libjansson-dev                # JSON: fingerprints, reports
   libxxhash-dev                 # trace digests
   libopenmpi-dev openmpi-bin    # multi-process data parallel
   libxml2-utils                 # xmllint for the JUnit schema check

@@ -2,7 +2,7 @@
 # Replays fuzz findings and says whose bug each is, by the first stack
 # frame of the report that is neither the sanitizer, libFuzzer nor libc:
 #   dlcheck    that frame is dlcheck's code, or a handle was left open;
-#   library    it is in HDF5, libfyaml or xxhash (a crash, leak or runaway
+#   library    it is in HDF5, libfyaml, jansson or xxhash (a crash, leak or runaway
 #              allocation inside the library, dlcheck calling it correctly);
 #   undecided  a timeout whose innermost frame is in a library: the library
 #              may be slow, or dlcheck may have asked it for too much (a
@@ -61,7 +61,7 @@ for f in "$@"; do
     grep -vE ' in (__interceptor_|__asan|__sanitizer|__lsan|__ubsan|__interception|fuzzer::|((aligned_|posix_mem|mem)?alloc|malloc|calloc|realloc|free|abort|raise|_start|main) |__libc|__GI_|__mem|__str|operator)' |
     grep -vE 'sysdeps/|\((/lib/x86_64-linux-gnu/)?libc\.so|libstdc\+\+|/fuzz_[a-z_]+\+0x' | head -16)
   first=$(printf '%s\n' "$frames" | head -1)
-  lib=$(printf '%s\n' "$first" | grep -oE 'lib(hdf5|fyaml|xxhash)[^ +)]*' | head -1)
+  lib=$(printf '%s\n' "$first" | grep -oE 'lib(hdf5|fyaml|jansson|xxhash)[^ +)]*' | head -1)
   [ -z "$lib" ] || lib="$lib:$(printf '%s\n' "$first" | sed -nE 's/.* in ([^ ]+) .*/\1/p')"
   # dlcheck's frames as FUNC(FILE:LINE), innermost first.
   src=$(printf '%s\n' "$frames" |

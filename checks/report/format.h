@@ -1,11 +1,12 @@
 /* What the report writers share (checks/report/report_*.c, svg_plot.c):
- * files written under a temporary name and renamed into place, UTF-8 and
+ * files written under a temporary name and renamed into place,
  * XML text, verdict labels and counts. */
 #ifndef DLC_REPORT_FORMAT_H
 #define DLC_REPORT_FORMAT_H
 
 #include "io/atomic_file.h"
 #include "judge/result.h"
+#include "trace/utf8.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,11 +35,6 @@ dl_status dlc_report_file_close(dlc_report_file *rf, dl_status s);
  * path too long: the files of a run's folder (the marker, the manifest). */
 dl_status dlc_report_folder_file(const char *dir, const char *name, char path[DLC_PATH_MAX]);
 
-/* Decodes one UTF-8 character at s (s[0] != 0): its code point in *cp and
- * the bytes it takes. Invalid or truncated sequences give U+FFFD and 1. */
-int dlc_utf8_next(const char *s, uint32_t *cp);
-/* Writes code point cp as UTF-8. */
-void dlc_utf8_put(FILE *f, uint32_t cp);
 /* s escaped as XML character data or attribute value (&amp; &lt; &gt;
  * &quot; &apos;; tab, newline and CR as character references in
  * attributes, where a parser would otherwise normalise them to spaces;

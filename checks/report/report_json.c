@@ -4,6 +4,7 @@
 #include "report/format.h"
 
 #include "judge/catalogue.h"
+#include "store/json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,28 +18,13 @@
 typedef struct jw {
   FILE *f;
   int depth;
-  bool first; /* no member written yet at this depth */
+  bool first;       /* no member written yet at this depth */
+  dl_status status; /* the first failure: write_json returns it */
 } jw;
 
-static void jw_string(FILE *f, const char *s) {
-  fputc('"', f);
-  while (*s) {
-    uint32_t cp;
-    s += dlc_utf8_next(s, &cp);
-    switch (cp) {
-    case '"': fputs("\\\"", f); break;
-    case '\\': fputs("\\\\", f); break;
-    case '\n': fputs("\\n", f); break;
-    case '\r': fputs("\\r", f); break;
-    case '\t': fputs("\\t", f); break;
-    case '\b': fputs("\\b", f); break;
-    case '\f': fputs("\\f", f); break;
-    default:
-      if (cp < 0x20) fprintf(f, "\\u%04x", (unsigned)cp);
-      else dlc_utf8_put(f, cp);
-    }
-  }
-  fputc('"', f);
+/* Strings are quoted and escaped by jansson (store/json.h). */
+static void jw_string(jw *w, const char *s) {
+  if (w->status == DL_OK) w->status = dlc_json_write_text(w->f, s, "JSON report");
 }
 
 /* Separator, new line, indentation and the key (NULL inside arrays). */
@@ -46,7 +32,7 @@ static void jw_key(jw *w, const char *key) {
   fputs(w->first ? "\n" : ",\n", w->f);
   fprintf(w->f, "%*s", 2 * w->depth, "");
   if (key) {
-    jw_string(w->f, key);
+    jw_string(w, key);
     fputs(": ", w->f);
   }
   w->first = false;
@@ -68,13 +54,13 @@ static void jw_close(jw *w, char bracket) {
 
 static void jw_str(jw *w, const char *key, const char *s) {
   jw_key(w, key);
-  jw_string(w->f, s);
+  jw_string(w, s);
 }
 
 /* "" is null: the field does not apply. */
 static void jw_str_or_null(jw *w, const char *key, const char *s) {
   jw_key(w, key);
-  if (s[0]) jw_string(w->f, s);
+  if (s[0]) jw_string(w, s);
   else fputs("null", w->f);
 }
 
@@ -248,7 +234,7 @@ static void scenario_object(jw *w, const dlc_scenario_result *r) {
   jw_close(w, '}');
 }
 
-/* The fingerprint is inserted as it is: it must be one JSON value. */
+/* The fingerprint is inserted as it is, once jansson has read it as JSON. */
 static dl_status environment(jw *w, const char *env_json) {
   jw_key(w, "environment");
   const char *s = env_json ? env_json : "";
@@ -257,11 +243,10 @@ static dl_status environment(jw *w, const char *env_json) {
     fputs("null", w->f);
     return DL_OK;
   }
-  if (!strchr("{[\"-0123456789tfn", *s))
-    return dl_fail(DL_ERR_INVALID,
-                   "JSON report: the environment fingerprint is not JSON "
-                   "(starts with '%c')",
-                   *s);
+  json_t *parsed;
+  dl_status st = dlc_json_parse(s, "JSON report: the environment fingerprint", &parsed);
+  if (st != DL_OK) return st;
+  json_decref(parsed);
   fputs(s, w->f);
   return DL_OK;
 }
@@ -322,7 +307,7 @@ static dl_status write_json(FILE *f, const dlc_scenario_result *results, int n,
   jw_close(&w, ']');
   jw_close(&w, '}');
   fputc('\n', f);
-  return DL_OK;
+  return w.status;
 }
 
 dl_status dlc_report_json(const char *path, const dlc_scenario_result *results, int n,

@@ -14,7 +14,9 @@
  * can hang on a wedged GPU.
  *
  * The JSON is one flat object of string values in a fixed key order
- * (dlc_env_keys), so two fingerprints diff line by line. */
+ * (dlc_env_keys), so two fingerprints diff line by line; jansson reads and
+ * writes it. env_probe.c collects the fields, env_text.c turns them into
+ * text, env_json.c into JSON. */
 #ifndef DLC_ENV_H
 #define DLC_ENV_H
 
@@ -24,7 +26,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-enum { DLC_ENV_JSON_MAX = 8192, DLC_ENV_MAX_GPUS = 16 };
+/* DLC_ENV_VALUE_MAX: the longest value (as text) of any key, with its NUL. */
+enum { DLC_ENV_JSON_MAX = 8192, DLC_ENV_VALUE_MAX = 2048, DLC_ENV_MAX_GPUS = 16 };
 
 typedef struct dlc_gpu {
   char name[128];
@@ -84,7 +87,8 @@ dl_status dlc_env_to_json(const dlc_env *e, char *buf, size_t len);
 void dlc_env_print(const dlc_env *e, FILE *out);
 
 /* Value of `key` in a fingerprint JSON: *found says whether it is there.
- * DL_ERR_FORMAT if json is not a flat object of string values;
+ * DL_ERR_FORMAT if json is not a flat object of string values (a key
+ * given twice included: the message says where);
  * DL_ERR_INVALID if the value does not fit in len bytes. */
 dl_status dlc_env_json_get(const char *json, const char *key, char *val, size_t len, bool *found);
 
