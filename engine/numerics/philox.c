@@ -1,7 +1,10 @@
-/* Philox4x32-10 and the keyed streams of philox.h. The word layout, the
- * stream-id hash and the transforms below are a spec that
- * fixtures/pytorch reimplements in numpy; change them only together. */
+/* The keyed streams of philox.h on one Philox block (philox_block.h, which
+ * the CUDA kernels share). The stream-id hash and the transforms below are
+ * a spec that fixtures/pytorch reimplements in numpy; change them only
+ * together. */
 #include "numerics/philox.h"
+
+#include "numerics/philox_block.h"
 
 #include "numerics/fmath.h"
 
@@ -10,28 +13,8 @@
 
 enum { WORDS_PER_CHUNK = 256 }; /* stack buffer of the transforms */
 
-static const uint32_t PHILOX_M0 = 0xD2511F53, PHILOX_M1 = 0xCD9E8D57;
-static const uint32_t PHILOX_W0 = 0x9E3779B9, PHILOX_W1 = 0xBB67AE85;
-
 void dl_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
-  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
-  uint32_t k0 = key[0], k1 = key[1];
-  for (int round = 0; round < 10; round++) {
-    uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
-    uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-    uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c0 = n0;
-    c1 = (uint32_t)p1;
-    c2 = n2;
-    c3 = (uint32_t)p0;
-    k0 += PHILOX_W0;
-    k1 += PHILOX_W1;
-  }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
+  dl_philox_block(ctr, key, out);
 }
 
 static uint64_t splitmix64(uint64_t z) {
@@ -50,30 +33,22 @@ dl_stream dl_stream_make(uint64_t seed, const char *purpose, const uint64_t *idx
   return s;
 }
 
-static void stream_block(const dl_stream *s, uint64_t block, uint32_t out[4]) {
-  uint32_t ctr[4] = {(uint32_t)block, (uint32_t)(block >> 32), (uint32_t)s->id,
-                     (uint32_t)(s->id >> 32)};
-  dl_philox4x32_10(ctr, s->key, out);
-}
-
 void dl_stream_u32(const dl_stream *s, uint64_t index, uint32_t *out, int64_t n) {
   int64_t i = 0;
   while (i < n) {
     uint64_t w = index + (uint64_t)i;
     uint32_t block[4];
-    stream_block(s, w / 4, block);
+    dl_philox_stream_block(s, w / 4, block);
     for (unsigned lane = (unsigned)(w % 4); lane < 4 && i < n; lane++) out[i++] = block[lane];
   }
 }
-
-static float uniform_of(uint32_t word) { return (float)(word >> 8) * 0x1p-24f; }
 
 void dl_stream_uniform(const dl_stream *s, uint64_t index, float *out, int64_t n) {
   uint32_t words[WORDS_PER_CHUNK];
   for (int64_t done = 0; done < n; done += WORDS_PER_CHUNK) {
     int64_t m = n - done < WORDS_PER_CHUNK ? n - done : WORDS_PER_CHUNK;
     dl_stream_u32(s, index + (uint64_t)done, words, m);
-    for (int64_t i = 0; i < m; i++) out[done + i] = uniform_of(words[i]);
+    for (int64_t i = 0; i < m; i++) out[done + i] = dl_philox_uniform(words[i]);
   }
 }
 
@@ -128,7 +103,7 @@ void dl_stream_bernoulli(const dl_stream *s, uint64_t index, float p, uint8_t *o
   for (int64_t done = 0; done < n; done += WORDS_PER_CHUNK) {
     int64_t m = n - done < WORDS_PER_CHUNK ? n - done : WORDS_PER_CHUNK;
     dl_stream_u32(s, index + (uint64_t)done, words, m);
-    for (int64_t i = 0; i < m; i++) out[done + i] = uniform_of(words[i]) < p;
+    for (int64_t i = 0; i < m; i++) out[done + i] = dl_philox_uniform(words[i]) < p;
   }
 }
 

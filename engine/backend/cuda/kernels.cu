@@ -113,11 +113,11 @@ __global__ void uniform_kernel(dl_stream s, uint64_t index, int64_t n, uint64_t 
 __host__ __device__ void dropout_block(const dl_stream &s, int64_t features, uint64_t block,
                                        float keep_prob, float scale, float *row_mask) {
   uint32_t words[4];
-  dl_cuda_philox::stream_block(s, block, words);
+  dl_philox_stream_block(&s, block, words);
   for (unsigned lane = 0; lane < 4; lane++) {
     uint64_t j = block * 4 + lane;
     if (j < (uint64_t)features)
-      row_mask[j] = dl_cuda_philox::uniform_of(words[lane]) < keep_prob ? scale : 0.0f;
+      row_mask[j] = dl_philox_uniform(words[lane]) < keep_prob ? scale : 0.0f;
   }
 }
 
