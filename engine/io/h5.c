@@ -156,3 +156,67 @@ dl_status dl_h5_check_stored(hid_t ds, const char *what) {
                  what, (unsigned long long)bytes, (unsigned long long)stored,
                  ratio > 1 ? " compressed" : "");
 }
+
+/* ---- files written atomically, files read -------------------------------------------------------- */
+
+hid_t dl_h5_ordered_plist(hid_t cls) {
+  hid_t p = H5Pcreate(cls);
+  if (p < 0) return p;
+  H5Pset_link_creation_order(p, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  H5Pset_obj_track_times(p, 0);
+  return p;
+}
+
+dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path) {
+  a->file = H5I_INVALID_HID;
+  a->out = (dl_atomic_file){.fd = -1};
+  if (!path || !*path) return dl_fail(DL_ERR_INVALID, "HDF5 file: empty file name");
+  DL_TRY(dl_atomic_open(&a->out, path));
+  dl_status s = DL_OK;
+  dl_h5_quiet q = dl_h5_quiet_begin();
+  hid_t fcpl = dl_h5_ordered_plist(H5P_FILE_CREATE);
+  hid_t fapl = dl_h5_file_access();
+  a->file = dl_h5_create(a->out.tmp, fcpl, fapl);
+  char why[160];
+  if (a->file < 0)
+    s = dl_fail(DL_ERR_IO, "cannot create HDF5 file %s (%s)", a->out.tmp, dl_h5_reason(why));
+  H5Pclose(fcpl);
+  H5Pclose(fapl);
+  dl_h5_quiet_end(q);
+  if (s != DL_OK) dl_h5_atomic_abort(a);
+  return s;
+}
+
+dl_status dl_h5_atomic_commit(dl_h5_atomic *a) {
+  /* Named by its final name: the temporary is gone once this fails. */
+  dl_status s = dl_h5_close(&a->file, a->out.path, DL_OK);
+  if (s != DL_OK) {
+    dl_atomic_abort(&a->out);
+    return s;
+  }
+  return dl_atomic_commit(&a->out);
+}
+
+void dl_h5_atomic_abort(dl_h5_atomic *a) {
+  if (!a) return;
+  dl_h5_close(&a->file, a->out.path, DL_ERR_IO); /* a failure to close changes nothing */
+  dl_atomic_abort(&a->out);
+}
+
+dl_status dl_h5_open_read(const char *path, hid_t *file) {
+  *file = H5I_INVALID_HID;
+  if (!path || !*path) return dl_fail(DL_ERR_INVALID, "HDF5 file: empty file name");
+  /* A FIFO would block HDF5's open; a folder is no file either. */
+  DL_TRY(dl_check_regular(path, NULL));
+  dl_h5_quiet q = dl_h5_quiet_begin();
+  hid_t fapl = dl_h5_file_access();
+  *file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+  dl_status s = DL_OK;
+  char why[160];
+  if (*file < 0)
+    s = dl_fail(DL_ERR_FORMAT, "%s is not an HDF5 file or is damaged (%s)", path,
+                dl_h5_reason(why));
+  H5Pclose(fapl);
+  dl_h5_quiet_end(q);
+  return s;
+}

@@ -1,10 +1,12 @@
 /* Small HDF5 helpers shared by every module that reads or writes HDF5
- * (state dicts, datasets, the harness's traces), so that all of them
- * report HDF5's errors, open files and list groups the same way. */
+ * (state dicts, checkpoints, datasets, the harness's traces and goldens),
+ * so that all of them report HDF5's errors, create files atomically, open
+ * them for reading and list groups the same way. */
 #ifndef DL_H5_H
 #define DL_H5_H
 
 #include "core/status.h"
+#include "io/atomic_file.h"
 
 #include <hdf5.h>
 #include <stdbool.h>
@@ -67,5 +69,28 @@ H5_index_t dl_h5_link_order(hid_t g);
  * change nothing). Other filters have no such bound and are refused.
  * `what` names the dataset in the message (DL_ERR_FORMAT). */
 dl_status dl_h5_check_stored(hid_t ds, const char *what);
+
+/* A property list for H5P_FILE_CREATE or H5P_GROUP_CREATE (close with
+ * H5Pclose; negative on failure) that tracks creation order, so that keys
+ * read back in the order they were written, and stores no timestamps, so
+ * that the same tensors give the same bytes. */
+hid_t dl_h5_ordered_plist(hid_t cls);
+
+/* A new HDF5 file under a temporary name beside `path` (atomic_file.h:
+ * never through a link, a `path` that is not a regular file refused);
+ * commit renames it over `path`, abort deletes it. */
+typedef struct dl_h5_atomic {
+  hid_t file;
+  dl_atomic_file out; /* out.tmp is the file HDF5 writes, out.fd open on it */
+} dl_h5_atomic;
+
+dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path);
+dl_status dl_h5_atomic_commit(dl_h5_atomic *a); /* on failure the temp is gone */
+void dl_h5_atomic_abort(dl_h5_atomic *a);       /* safe after commit */
+
+/* Opens an existing file read-only with dl_h5_file_access (no file
+ * locking where HDF5 allows, so NFS/Lustre work). DL_ERR_IO if
+ * missing/unreadable, DL_ERR_FORMAT if not HDF5. Close with H5Fclose. */
+dl_status dl_h5_open_read(const char *path, hid_t *file);
 
 #endif

@@ -1,18 +1,15 @@
+/* Writing and reading state dicts (io/state_dict.h); loading with a
+ * diagnosis is state_load.c. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "io/state_dict.h"
 
 #include "io/h5.h"
-#include "nn/seq.h"
+#include "io/state_dict_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- HDF5 types ---------------------------------------------------------- */
 
@@ -80,7 +77,7 @@ static const char *describe_stored(hid_t t, char *buf, size_t len) {
   return buf;
 }
 
-static const char *describe_shape(int ndim, const int64_t *shape, char *buf, size_t len) {
+const char *dl_sd_describe_shape(int ndim, const int64_t *shape, char *buf, size_t len) {
   size_t at = (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < ndim && at < len; i++)
     at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? ", " : "", (long long)shape[i]);
@@ -89,7 +86,7 @@ static const char *describe_shape(int ndim, const int64_t *shape, char *buf, siz
 }
 
 /* "/" and "" mean the root group; a leading "/" is optional. */
-static const char *group_or_root(const char *group) {
+const char *dl_sd_group_or_root(const char *group) {
   if (!group || !*group || strcmp(group, "/") == 0) return "/";
   return group;
 }
@@ -97,75 +94,9 @@ static const char *group_or_root(const char *group) {
 /* Between group and key in messages: "f.h5:/lr", "f.h5:model/0.weight". */
 static const char *sep(const char *group) { return strcmp(group, "/") == 0 ? "" : "/"; }
 
-/* ---- atomic files -------------------------------------------------------- */
-
-/* Track creation order (keys read back in state-dict order) and store no
- * timestamps (same tensors, same bytes). */
-static hid_t group_create_plist(hid_t cls) {
-  hid_t p = H5Pcreate(cls);
-  if (p < 0) return p;
-  H5Pset_link_creation_order(p, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
-  H5Pset_obj_track_times(p, 0);
-  return p;
-}
-
-dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path) {
-  a->file = H5I_INVALID_HID;
-  a->out = (dl_atomic_file){.fd = -1};
-  if (!path || !*path) return dl_fail(DL_ERR_INVALID, "state dict: empty file name");
-  DL_TRY(dl_atomic_open(&a->out, path));
-  dl_status s = DL_OK;
-  dl_h5_quiet q = dl_h5_quiet_begin();
-  hid_t fcpl = group_create_plist(H5P_FILE_CREATE);
-  hid_t fapl = dl_h5_file_access();
-  a->file = dl_h5_create(a->out.tmp, fcpl, fapl);
-  char why[160];
-  if (a->file < 0)
-    s = dl_fail(DL_ERR_IO, "cannot create HDF5 file %s (%s)", a->out.tmp, dl_h5_reason(why));
-  H5Pclose(fcpl);
-  H5Pclose(fapl);
-  dl_h5_quiet_end(q);
-  if (s != DL_OK) dl_h5_atomic_abort(a);
-  return s;
-}
-
-dl_status dl_h5_atomic_commit(dl_h5_atomic *a) {
-  /* Named by its final name: the temporary is gone once this fails. */
-  dl_status s = dl_h5_close(&a->file, a->out.path, DL_OK);
-  if (s != DL_OK) {
-    dl_atomic_abort(&a->out);
-    return s;
-  }
-  return dl_atomic_commit(&a->out);
-}
-
-void dl_h5_atomic_abort(dl_h5_atomic *a) {
-  if (!a) return;
-  dl_h5_close(&a->file, a->out.path, DL_ERR_IO); /* a failure to close changes nothing */
-  dl_atomic_abort(&a->out);
-}
-
-dl_status dl_h5_open_read(const char *path, hid_t *file) {
-  *file = H5I_INVALID_HID;
-  if (!path || !*path) return dl_fail(DL_ERR_INVALID, "state dict: empty file name");
-  /* A FIFO would block HDF5's open; a folder is no file either. */
-  DL_TRY(dl_check_regular(path, NULL));
-  dl_h5_quiet q = dl_h5_quiet_begin();
-  hid_t fapl = dl_h5_file_access();
-  *file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-  dl_status s = DL_OK;
-  char why[160];
-  if (*file < 0)
-    s = dl_fail(DL_ERR_FORMAT, "%s is not an HDF5 file or is damaged (%s)", path,
-                dl_h5_reason(why));
-  H5Pclose(fapl);
-  dl_h5_quiet_end(q);
-  return s;
-}
-
 /* ---- writing --------------------------------------------------------------- */
 
-static dl_status check_items(const char *path, const dl_named_tensor *items, int n) {
+dl_status dl_sd_check_items(const char *path, const dl_named_tensor *items, int n) {
   if (n < 0 || (n > 0 && !items))
     return dl_fail(DL_ERR_INVALID, "%s: %d state-dict entries with no list", path, n);
   for (int i = 0; i < n; i++) {
@@ -217,7 +148,7 @@ static dl_status write_dataset(hid_t grp, const char *path, const char *group, c
 static hid_t create_group(hid_t file, const char *group, char why[160]) {
   if (strcmp(group, "/") == 0) return H5Gopen2(file, "/", H5P_DEFAULT);
   hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-  hid_t gcpl = group_create_plist(H5P_GROUP_CREATE);
+  hid_t gcpl = dl_h5_ordered_plist(H5P_GROUP_CREATE);
   H5Pset_create_intermediate_group(lcpl, 1);
   hid_t g = H5Gcreate2(file, group, lcpl, gcpl, H5P_DEFAULT);
   if (g < 0) dl_h5_reason(why);
@@ -228,8 +159,8 @@ static hid_t create_group(hid_t file, const char *group, char why[160]) {
 
 dl_status dl_state_write_group(hid_t file, const char *path, const char *group,
                                const dl_named_tensor *items, int n) {
-  group = group_or_root(group);
-  DL_TRY(check_items(path, items, n));
+  group = dl_sd_group_or_root(group);
+  DL_TRY(dl_sd_check_items(path, items, n));
   dl_h5_quiet q = dl_h5_quiet_begin();
   dl_status s = DL_OK;
   char why[160];
@@ -257,30 +188,14 @@ dl_status dl_state_save(const char *path, const char *group, const dl_named_tens
 
 /* ---- reading ---------------------------------------------------------------- */
 
-/* A dataset of the file's group: name, stored dtype (-1 if none of ours),
- * shape. */
-typedef struct stored {
-  char *name;
-  int dtype;
-  char type_name[32];
-  int ndim;
-  int64_t shape[DL_MAX_DIMS];
-  bool matched;
-} stored;
-
-typedef struct listing {
-  stored *e;
-  int n;
-} listing;
-
-static void listing_free(listing *l) {
+void dl_sd_listing_free(dl_sd_listing *l) {
   for (int i = 0; i < l->n; i++) free(l->e[i].name);
   free(l->e);
   l->e = NULL;
   l->n = 0;
 }
 
-static dl_status open_group(hid_t file, const char *path, const char *group, hid_t *g) {
+dl_status dl_sd_open_group(hid_t file, const char *path, const char *group, hid_t *g) {
   *g = H5I_INVALID_HID;
   if (strcmp(group, "/") != 0 && H5Lexists(file, group, H5P_DEFAULT) <= 0)
     return dl_fail(DL_ERR_FORMAT, "%s has no group %s: was it written under another group name?",
@@ -304,7 +219,7 @@ static bool extent_within_maximum(hid_t space, int ndim) {
   return true;
 }
 
-static dl_status describe_dataset(hid_t ds, const char *path, const char *group, stored *e) {
+static dl_status describe_dataset(hid_t ds, const char *path, const char *group, dl_sd_stored *e) {
   hid_t type = H5Dget_type(ds);
   hid_t space = H5Dget_space(ds);
   dl_status s = DL_OK;
@@ -339,7 +254,7 @@ static dl_status describe_dataset(hid_t ds, const char *path, const char *group,
 
 /* Datasets only: a subgroup is not a key (a checkpoint may nest groups). */
 static dl_status add_if_dataset(hid_t g, const char *path, const char *group, char *name,
-                                listing *l) {
+                                dl_sd_listing *l) {
   hid_t obj = H5Oopen(g, name, H5P_DEFAULT);
   if (obj < 0) {
     char why[160];
@@ -353,7 +268,7 @@ static dl_status add_if_dataset(hid_t g, const char *path, const char *group, ch
     free(name);
     return DL_OK;
   }
-  stored *e = &l->e[l->n++];
+  dl_sd_stored *e = &l->e[l->n++];
   memset(e, 0, sizeof *e);
   e->name = name;
   dl_status s = describe_dataset(obj, path, group, e);
@@ -361,7 +276,7 @@ static dl_status add_if_dataset(hid_t g, const char *path, const char *group, ch
   return s;
 }
 
-static dl_status list_group(hid_t g, const char *path, const char *group, listing *l) {
+dl_status dl_sd_list_group(hid_t g, const char *path, const char *group, dl_sd_listing *l) {
   H5G_info_t info;
   memset(l, 0, sizeof *l);
   if (H5Gget_info(g, &info) < 0) {
@@ -386,15 +301,15 @@ static dl_status list_group(hid_t g, const char *path, const char *group, listin
       s = add_if_dataset(g, path, group, name, l);
     }
     if (s != DL_OK) {
-      listing_free(l);
+      dl_sd_listing_free(l);
       return s;
     }
   }
   return DL_OK;
 }
 
-static dl_status read_dataset(hid_t g, const char *path, const char *group, const stored *e,
-                              dl_tensor *t) {
+dl_status dl_sd_read_dataset(hid_t g, const char *path, const char *group, const dl_sd_stored *e,
+                             dl_tensor *t) {
   char what[1024 + 2 * DL_NAME_MAX];
   snprintf(what, sizeof what, "%s:%s%s%s", path, group, sep(group), e->name);
   hid_t ds = H5Dopen2(g, e->name, H5P_DEFAULT);
@@ -417,7 +332,8 @@ static dl_status read_dataset(hid_t g, const char *path, const char *group, cons
   return s;
 }
 
-static dl_status check_dtype(const char *path, const char *group, const stored *e, int expected) {
+dl_status dl_sd_check_dtype(const char *path, const char *group, const dl_sd_stored *e,
+                            int expected) {
   if (e->dtype >= 0 && e->dtype == expected) return DL_OK;
   return dl_fail(DL_ERR_FORMAT,
                  "%s:%s%s%s is %s, expected %s: convert it before "
@@ -444,15 +360,15 @@ const dl_tensor *dl_state_dict_find(const dl_state_dict *sd, const char *name) {
   return NULL;
 }
 
-static dl_status read_all(hid_t g, const char *path, const char *group, listing *l,
+static dl_status read_all(hid_t g, const char *path, const char *group, dl_sd_listing *l,
                           dl_state_dict *out) {
   out->names = calloc(l->n ? l->n : 1, sizeof *out->names);
   out->tensors = calloc(l->n ? l->n : 1, sizeof *out->tensors);
   if (!out->names || !out->tensors)
     return dl_fail(DL_ERR_NOMEM, "%s:%s: out of memory", path, group);
   for (int i = 0; i < l->n; i++) {
-    if (l->e[i].dtype < 0) return check_dtype(path, group, &l->e[i], -1);
-    DL_TRY(read_dataset(g, path, group, &l->e[i], &out->tensors[i]));
+    if (l->e[i].dtype < 0) return dl_sd_check_dtype(path, group, &l->e[i], -1);
+    DL_TRY(dl_sd_read_dataset(g, path, group, &l->e[i], &out->tensors[i]));
     out->names[i] = l->e[i].name; /* ownership moves */
     l->e[i].name = NULL;
     out->n = i + 1;
@@ -462,15 +378,15 @@ static dl_status read_all(hid_t g, const char *path, const char *group, listing 
 
 dl_status dl_state_read_group(hid_t file, const char *path, const char *group, dl_state_dict *out) {
   memset(out, 0, sizeof *out);
-  group = group_or_root(group);
+  group = dl_sd_group_or_root(group);
   dl_h5_quiet q = dl_h5_quiet_begin();
   hid_t g;
-  listing l = {0};
-  dl_status s = open_group(file, path, group, &g);
-  if (s == DL_OK) s = list_group(g, path, group, &l);
+  dl_sd_listing l = {0};
+  dl_status s = dl_sd_open_group(file, path, group, &g);
+  if (s == DL_OK) s = dl_sd_list_group(g, path, group, &l);
   if (s == DL_OK) s = read_all(g, path, group, &l, out);
   if (s != DL_OK) dl_state_dict_free(out);
-  listing_free(&l);
+  dl_sd_listing_free(&l);
   if (g >= 0) H5Gclose(g);
   dl_h5_quiet_end(q);
   return s;
@@ -482,280 +398,5 @@ dl_status dl_state_read(const char *path, const char *group, dl_state_dict *out)
   DL_TRY(dl_h5_open_read(path, &file));
   dl_status s = dl_state_read_group(file, path, group, out);
   H5Fclose(file);
-  return s;
-}
-
-/* ---- loading with a diagnosis ------------------------------------------------ */
-
-void dl_load_report_free(dl_load_report *r) {
-  if (!r) return;
-  for (int i = 0; i < r->nmissing; i++) free(r->missing[i]);
-  for (int i = 0; i < r->nunexpected; i++) free(r->unexpected[i]);
-  for (int i = 0; i < r->nmismatched; i++) free(r->mismatched[i].name);
-  free(r->missing);
-  free(r->unexpected);
-  free(r->mismatched);
-  memset(r, 0, sizeof *r);
-}
-
-static const char *const module_prefix_fix =
-    "strip the 'module.' prefix: load model.module.state_dict() / "
-    "consume_prefix_in_state_dict_if_present";
-
-enum { FIRST_NAMES = 4 };
-
-static size_t append(char *buf, size_t len, size_t at, const char *fmt, const char *a,
-                     const char *b, const char *c) {
-  if (at >= len) return at;
-  int k = snprintf(buf + at, len - at, fmt, a, b, c);
-  return k < 0 ? at : at + (size_t)k;
-}
-
-static size_t append_names(char *buf, size_t len, size_t at, const char *what, char *const *names,
-                           int n) {
-  char count[32];
-  snprintf(count, sizeof count, "%d", n);
-  at = append(buf, len, at, "%s%s %s", at ? "; " : "", count, what);
-  for (int i = 0; i < n && i < FIRST_NAMES; i++)
-    at = append(buf, len, at, "%s%s%s", i ? ", " : ": ", names[i], "");
-  if (n > FIRST_NAMES) {
-    snprintf(count, sizeof count, "%d", n - FIRST_NAMES);
-    at = append(buf, len, at, ", ... (%s more)%s%s", count, "", "");
-  }
-  return at;
-}
-
-const char *dl_load_report_describe(const dl_load_report *r, char *buf, size_t len) {
-  if (!len) return buf;
-  buf[0] = '\0';
-  size_t at = 0;
-  if (r->nmissing) at = append_names(buf, len, at, "missing keys", r->missing, r->nmissing);
-  if (r->nunexpected)
-    at = append_names(buf, len, at, "unexpected keys", r->unexpected, r->nunexpected);
-  if (r->nmismatched) {
-    char count[32];
-    snprintf(count, sizeof count, "%d", r->nmismatched);
-    at = append(buf, len, at, "%s%s shape mismatches%s", at ? "; " : "", count, "");
-    for (int i = 0; i < r->nmismatched && i < FIRST_NAMES; i++) {
-      const dl_shape_mismatch *m = &r->mismatched[i];
-      char e[96], f[96];
-      at = append(buf, len, at, "%s%s (expected %s", i ? ", " : ": ", m->name,
-                  describe_shape(m->expected_ndim, m->expected, e, sizeof e));
-      at = append(buf, len, at, ", found %s)%s%s",
-                  describe_shape(m->found_ndim, m->found, f, sizeof f), "", "");
-    }
-    if (r->nmismatched > FIRST_NAMES) at = append(buf, len, at, ", ...%s%s%s", "", "", "");
-  }
-  if (r->module_prefix)
-    at = append(buf, len, at,
-                "%sthe unexpected keys are the missing ones with DistributedDataParallel's "
-                "'module.' prefix: %s%s",
-                at ? ". " : "", module_prefix_fix, "");
-  if (!at) snprintf(buf, len, "all %d keys matched", r->nloaded);
-  return buf;
-}
-
-static dl_status push_name(char ***list, int *n, const char *name) {
-  char **grown = realloc(*list, (size_t)(*n + 1) * sizeof **list);
-  if (!grown) return dl_fail(DL_ERR_NOMEM, "out of memory for a load report");
-  *list = grown;
-  grown[*n] = strdup(name);
-  if (!grown[*n]) return dl_fail(DL_ERR_NOMEM, "out of memory for a load report");
-  (*n)++;
-  return DL_OK;
-}
-
-static dl_status push_mismatch(dl_load_report *r, const dl_tensor *want, const stored *e) {
-  dl_shape_mismatch *grown = realloc(r->mismatched, (size_t)(r->nmismatched + 1) * sizeof *grown);
-  if (!grown) return dl_fail(DL_ERR_NOMEM, "out of memory for a load report");
-  r->mismatched = grown;
-  dl_shape_mismatch *m = &grown[r->nmismatched];
-  memset(m, 0, sizeof *m);
-  m->name = strdup(e->name);
-  if (!m->name) return dl_fail(DL_ERR_NOMEM, "out of memory for a load report");
-  m->expected_ndim = want->ndim;
-  m->found_ndim = e->ndim;
-  memcpy(m->expected, want->shape, sizeof m->expected);
-  memcpy(m->found, e->shape, sizeof m->found);
-  r->nmismatched++;
-  return DL_OK;
-}
-
-static bool same_shape(const dl_tensor *t, const stored *e) {
-  if (t->ndim != e->ndim) return false;
-  for (int i = 0; i < t->ndim; i++)
-    if (t->shape[i] != e->shape[i]) return false;
-  return true;
-}
-
-static bool in_list(char *const *names, int n, const char *name) {
-  for (int i = 0; i < n; i++)
-    if (strcmp(names[i], name) == 0) return true;
-  return false;
-}
-
-/* DDP's wrapper: every unexpected key is "module." + a missing key. */
-static bool has_module_prefix(const dl_load_report *r) {
-  static const char prefix[] = "module.";
-  if (r->nunexpected == 0) return false;
-  for (int i = 0; i < r->nunexpected; i++) {
-    const char *k = r->unexpected[i];
-    if (strncmp(k, prefix, sizeof prefix - 1) != 0) return false;
-    if (!in_list(r->missing, r->nmissing, k + sizeof prefix - 1)) return false;
-  }
-  return true;
-}
-
-/* Fills the report; match[i] = index in the listing of items[i], or -1. */
-static dl_status diagnose(const char *path, const char *group, const dl_named_tensor *items, int n,
-                          listing *l, int *match, dl_load_report *r) {
-  for (int i = 0; i < n; i++) {
-    match[i] = -1;
-    for (int j = 0; j < l->n && match[i] < 0; j++)
-      if (strcmp(l->e[j].name, items[i].name) == 0) match[i] = j;
-    if (match[i] < 0) {
-      DL_TRY(push_name(&r->missing, &r->nmissing, items[i].name));
-      continue;
-    }
-    stored *e = &l->e[match[i]];
-    e->matched = true;
-    DL_TRY(check_dtype(path, group, e, (int)items[i].tensor->dtype));
-    if (!same_shape(items[i].tensor, e)) {
-      DL_TRY(push_mismatch(r, items[i].tensor, e));
-      match[i] = -1;
-    }
-  }
-  for (int j = 0; j < l->n; j++)
-    if (!l->e[j].matched) DL_TRY(push_name(&r->unexpected, &r->nunexpected, l->e[j].name));
-  r->module_prefix = has_module_prefix(r);
-  return DL_OK;
-}
-
-/* All matched entries are read before any is copied: a damaged file
- * leaves the destination as it was. */
-static dl_status read_and_copy(hid_t g, const char *path, const char *group,
-                               const dl_named_tensor *items, int n, const listing *l,
-                               const int *match, dl_load_report *r) {
-  dl_tensor *tmp = calloc(n ? (size_t)n : 1, sizeof *tmp);
-  if (!tmp) return dl_fail(DL_ERR_NOMEM, "%s: out of memory loading %s", path, group);
-  dl_status s = DL_OK;
-  for (int i = 0; i < n && s == DL_OK; i++)
-    if (match[i] >= 0) s = read_dataset(g, path, group, &l->e[match[i]], &tmp[i]);
-  for (int i = 0; i < n; i++) {
-    if (s == DL_OK && match[i] >= 0) {
-      if (tmp[i].numel) memcpy(items[i].tensor->data, tmp[i].data, dl_tensor_bytes(&tmp[i]));
-      r->nloaded++;
-    }
-    dl_tensor_free(&tmp[i]);
-  }
-  free(tmp);
-  return s;
-}
-
-static dl_status refuse(const char *path, const char *group, bool strict, const dl_load_report *r) {
-  bool keys = r->nmissing || r->nunexpected;
-  if (!r->nmismatched && !(strict && keys)) return DL_OK;
-  char text[1600];
-  dl_load_report_describe(r, text, sizeof text);
-  return dl_fail(DL_ERR_INVALID,
-                 "error(s) loading state dict from %s group %s (%s; nothing was "
-                 "loaded): %s",
-                 path, group, r->nmismatched ? "shapes differ" : "strict", text);
-}
-
-static dl_status load_from(hid_t g, const char *path, const char *group,
-                           const dl_named_tensor *items, int n, bool strict, dl_load_report *r) {
-  listing l;
-  DL_TRY(list_group(g, path, group, &l));
-  int *match = calloc(n ? (size_t)n : 1, sizeof *match);
-  dl_status s = match ? DL_OK : dl_fail(DL_ERR_NOMEM, "%s: out of memory", path);
-  if (s == DL_OK) s = diagnose(path, group, items, n, &l, match, r);
-  if (s == DL_OK) s = refuse(path, group, strict, r);
-  if (s == DL_OK) s = read_and_copy(g, path, group, items, n, &l, match, r);
-  free(match);
-  listing_free(&l);
-  return s;
-}
-
-dl_status dl_state_load_group(hid_t file, const char *path, const char *group,
-                              const dl_named_tensor *items, int n, bool strict,
-                              dl_load_report *report) {
-  dl_load_report local = {0};
-  dl_load_report *r = report ? report : &local;
-  memset(r, 0, sizeof *r);
-  group = group_or_root(group);
-  DL_TRY(check_items(path, items, n));
-  dl_h5_quiet q = dl_h5_quiet_begin();
-  hid_t g;
-  dl_status s = open_group(file, path, group, &g);
-  if (s == DL_OK) s = load_from(g, path, group, items, n, strict, r);
-  if (g >= 0) H5Gclose(g);
-  dl_h5_quiet_end(q);
-  /* A report is only worth keeping if the keys were compared. */
-  if (s != DL_OK && s != DL_ERR_INVALID) dl_load_report_free(r);
-  dl_load_report_free(&local);
-  return s;
-}
-
-dl_status dl_state_load(const char *path, const char *group, const dl_named_tensor *items, int n,
-                        bool strict, dl_load_report *report) {
-  hid_t file;
-  if (report) memset(report, 0, sizeof *report);
-  DL_TRY(dl_h5_open_read(path, &file));
-  dl_status s = dl_state_load_group(file, path, group, items, n, strict, report);
-  H5Fclose(file);
-  return s;
-}
-
-/* ---- models -------------------------------------------------------------------- */
-
-/* Counts every entry in *n but stores only the first cap of them, so that a
- * disagreement with the model's own count shows up instead of truncating. */
-static void walk_layer(dl_layer *l, dl_named_tensor *items, int *n, int cap) {
-  for (int i = 0; i < l->nparams; i++, (*n)++)
-    if (*n < cap) items[*n] = (dl_named_tensor){l->params[i].name, &l->params[i].value};
-  for (int i = 0; i < l->nbuffers; i++, (*n)++)
-    if (*n < cap) items[*n] = (dl_named_tensor){l->buffers[i].name, &l->buffers[i].value};
-  if (l->body)
-    for (int i = 0; i < l->body->n; i++) walk_layer(&l->body->layers[i], items, n, cap);
-}
-
-dl_status dl_model_state_items(dl_model *m, dl_named_tensor **items, int *n) {
-  *items = NULL;
-  *n = 0;
-  if (!m) return dl_fail(DL_ERR_INVALID, "state dict: no model");
-  int cap = dl_model_num_params(m) + dl_model_num_buffers(m);
-  dl_named_tensor *list = calloc(cap ? (size_t)cap : 1, sizeof *list);
-  if (!list) return dl_fail(DL_ERR_NOMEM, "out of memory listing the model's state dict");
-  int count = 0;
-  for (int i = 0; i < dl_model_num_layers(m); i++)
-    walk_layer(dl_model_layer(m, i), list, &count, cap);
-  if (count != cap) {
-    free(list);
-    return dl_fail(DL_ERR_INTERNAL,
-                   "the model lists %d parameters and buffers but its layers hold %d", cap, count);
-  }
-  *items = list;
-  *n = count;
-  return DL_OK;
-}
-
-dl_status dl_model_save_state(dl_model *m, const char *path, const char *group) {
-  dl_named_tensor *items;
-  int n;
-  DL_TRY(dl_model_state_items(m, &items, &n));
-  dl_status s = dl_state_save(path, group, items, n);
-  free(items);
-  return s;
-}
-
-dl_status dl_model_load_state(dl_model *m, const char *path, const char *group, bool strict,
-                              dl_load_report *report) {
-  dl_named_tensor *items;
-  int n;
-  if (report) memset(report, 0, sizeof *report);
-  DL_TRY(dl_model_state_items(m, &items, &n));
-  dl_status s = dl_state_load(path, group, items, n, strict, report);
-  free(items);
   return s;
 }

@@ -22,7 +22,7 @@
 #ifndef DL_STATE_DICT_H
 #define DL_STATE_DICT_H
 
-#include "io/atomic_file.h"
+#include "io/h5.h"
 #include "nn/model.h"
 #include "core/tensor.h"
 
@@ -104,22 +104,8 @@ const char *dl_load_report_describe(const dl_load_report *r, char *buf, size_t l
 
 /* ---- building blocks for files holding several groups (checkpoints) -- */
 
-/* A new HDF5 file under a temporary name beside `path` (atomic_file.h:
- * never through a link, a `path` that is not a regular file refused);
- * commit renames it over `path`, abort deletes it. */
-typedef struct dl_h5_atomic {
-  hid_t file;
-  dl_atomic_file out; /* out.tmp is the file HDF5 writes, out.fd open on it */
-} dl_h5_atomic;
-
-dl_status dl_h5_atomic_create(dl_h5_atomic *a, const char *path);
-dl_status dl_h5_atomic_commit(dl_h5_atomic *a); /* on failure the temp is gone */
-void dl_h5_atomic_abort(dl_h5_atomic *a);       /* safe after commit */
-
-/* Opens an existing file read-only with h5.h's dl_h5_file_access (no file
- * locking where HDF5 allows, so NFS/Lustre work). DL_ERR_IO if
- * missing/unreadable, DL_ERR_FORMAT if not HDF5. Close with H5Fclose. */
-dl_status dl_h5_open_read(const char *path, hid_t *file);
+/* Files holding several groups open with io/h5.h's dl_h5_atomic_create
+ * (writing) and dl_h5_open_read. */
 
 /* The same operations on an open file; `path` only names it in messages. */
 dl_status dl_state_write_group(hid_t file, const char *path, const char *group,
