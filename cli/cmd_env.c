@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "store/env.h"
+#include "store/env_torch.h"
 #include "store/trace_io.h"
 #ifdef DL_HAVE_CUDA
 #include "backend/cuda/env_checks.h"
@@ -15,26 +16,48 @@ static const char env_help[] =
     "\n"
     "Prints this machine's environment fingerprint: CPU, OS, C library, compiler\n"
     "and flags, HDF5, and the CUDA driver, runtime, cuBLAS, cuDNN, NCCL and GPUs\n"
-    "when present. With a golden (or trace) file, also lists every key whose value\n"
-    "differs from the machine that recorded it.\n"
+    "when present, and E1-E3 on them. With a golden (or trace) file, also lists\n"
+    "every key whose value differs from the machine that recorded it; for a trace\n"
+    "python/dlcheck's recorder wrote, E1-E3 of the PyTorch that recorded it (its\n"
+    "CUDA runtime against the driver, its arch list against each GPU, the cuDNN\n"
+    "and NCCL it was built with against those it loaded); one that fails makes\n"
+    "the exit status 1.\n"
     "  --json   the fingerprint as one JSON object\n";
 
-/* E1-E3: driver vs runtime, built architectures vs the GPU, built vs
- * loaded library versions. */
-static void print_cuda_checks(void) {
-#ifdef DL_HAVE_CUDA
-  dl_cuda_check checks[3];
-  dl_cuda_env_checks(0, checks);
-  printf("\nCUDA environment checks:\n");
+static void print_checks(const dl_cuda_check checks[3]) {
   for (int i = 0; i < 3; i++)
     printf("  %s  %-4s %s\n", checks[i].id,
            !checks[i].applicable ? "n/a"
            : checks[i].ok        ? "ok"
                                  : "FAIL",
            checks[i].message);
+}
+
+/* E1-E3 of this build: driver vs runtime, built architectures vs the GPU,
+ * built vs loaded library versions. */
+static void print_cuda_checks(void) {
+#ifdef DL_HAVE_CUDA
+  dl_cuda_check checks[3];
+  dl_cuda_env_checks(0, checks);
+  printf("\nCUDA environment checks:\n");
+  print_checks(checks);
 #else
   printf("\nCUDA environment checks (E1-E3): this build has no CUDA backend\n");
 #endif
+}
+
+/* E1-E3 of the PyTorch that recorded `file`, when a recorder wrote it;
+ * *failed says whether one failed. */
+static dl_status print_torch_checks(const char *file, const char *env_json, bool *failed) {
+  dl_cuda_check checks[3];
+  bool found;
+  *failed = false;
+  DL_TRY(dlc_env_torch_checks(env_json, checks, &found));
+  if (!found) return DL_OK;
+  printf("\nCUDA environment checks of the PyTorch that recorded %s:\n", file);
+  print_checks(checks);
+  for (int i = 0; i < 3; i++) *failed = *failed || !checks[i].ok;
+  return DL_OK;
 }
 
 int cmd_env(int argc, char **argv) {
@@ -73,6 +96,11 @@ int cmd_env(int argc, char **argv) {
     printf("\n%s holds no environment fingerprint\n", golden);
     return EXIT_PASS;
   }
+  bool torch_failed = false;
+  if (!json && print_torch_checks(golden, meta.env_json, &torch_failed)) {
+    fprintf(stderr, "dlcheck env: %s: %s\n", golden, dl_last_error());
+    return EXIT_USAGE;
+  }
   printf("\ndifferences from the machine that recorded %s:\n", golden);
   int ndiff = 0;
   if (dlc_env_diff(meta.env_json, now, stdout, &ndiff)) {
@@ -80,5 +108,5 @@ int cmd_env(int argc, char **argv) {
     return EXIT_USAGE;
   }
   if (ndiff == 0) printf("  none\n");
-  return EXIT_PASS;
+  return torch_failed ? EXIT_CHECK_FAILED : EXIT_PASS;
 }

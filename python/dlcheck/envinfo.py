@@ -2,7 +2,7 @@
 strings, in a fixed key order, that the C side's dlc_env_diff compares key
 by key with any other fingerprint (a C golden's, another run's).
 
-The keys checks/store/env.c writes come first, with the same value formats, where
+The keys checks/store/env_text.c writes come first, with the same value formats, where
 Python knows them: dlcheck_version, cpu_model, cpu_flags, logical_cores, os,
 os_release, glibc, hdf5 (the HDF5 h5py runs on), cuda_driver,
 cuda_devices, cuda_runtime, cublas, cudnn, nccl (found, like the C side,
@@ -10,7 +10,13 @@ by loading libcuda/libcudart/libcublas/libcudnn/libnccl at run time; "not
 available" when absent, "not probed" with DLCHECK_NO_CUDA_PROBE set),
 nvidia_tf32_override, cublas_workspace_config. The C build keys compiler,
 build_flags and optimized are left out (they describe the C binary).
-Then what decides a PyTorch run's numerics (TORCH_KEYS).
+Then what decides a PyTorch run's numerics (TORCH_KEYS), with what E1-E3
+need to judge the team's own wheel on its machine (checks/store/env_torch.h:
+torch_cuda against cuda_driver, torch_arch_list against torch_gpus,
+torch_cudnn_built and torch_nccl against torch_cudnn and torch_nccl_loaded);
+the versions of the packages a data path depends on (DATA_PACKAGES), and
+the project's git commit and whether its tracked files differ from it
+(PROJECT_KEYS).
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import importlib.metadata
 import os
 import platform
 import re
+import subprocess
 from typing import Callable, Optional, Sequence
 
 import h5py
@@ -44,11 +51,21 @@ TORCH_KEYS = ("torch_version", "torch_cuda", "torch_cudnn", "torch_nccl", "torch
               "torch_cudnn_allow_tf32", "torch_cudnn_benchmark",
               "torch_cudnn_deterministic", "torch_num_threads", "torch_num_interop_threads",
               "torch_blas", "torch_lapack", "torch_mkldnn", "python_version", "numpy_version",
-              "torch_package_version", "torchvision_version", "h5py_version")
-KEYS = C_KEYS + TORCH_KEYS
+              "torch_package_version", "torchvision_version", "h5py_version",
+              "torch_cudnn_built", "torch_nccl_loaded")
+#: the packages a team's data path decodes and transforms its samples with:
+#: key -> the distributions that provide it, the first installed one counts
+DATA_PACKAGES = {
+    "pillow_version": ("Pillow", "pillow"),
+    "opencv_version": ("opencv-python", "opencv-python-headless", "opencv-contrib-python",
+                       "opencv-contrib-python-headless"),
+    "albumentations_version": ("albumentations",),
+}
+PROJECT_KEYS = ("git_commit", "git_dirty")
+KEYS = C_KEYS + TORCH_KEYS + tuple(DATA_PACKAGES) + PROJECT_KEYS
 
 
-# ---- CPU and OS, as checks/store/env.c reads them -----------------------------------
+# ---- CPU and OS, as checks/store/env_probe.c reads them -----------------------------
 
 def _cpuinfo(text: str) -> tuple[str, str]:
     model, flags = "unknown", "unknown"
@@ -173,7 +190,7 @@ def _cudnn() -> int:
 
 def cuda_values(opener: Callable[[Sequence[str]], Optional[ctypes.CDLL]] = _open_first
                 ) -> dict[str, str]:
-    """cuda_driver .. nccl as checks/store/env.c probes and formats them."""
+    """cuda_driver .. nccl as checks/store/env_probe.c probes and formats them."""
     skip = os.environ.get("DLCHECK_NO_CUDA_PROBE", "")
     if skip and skip != "0":
         out = dict.fromkeys(("cuda_driver", "cuda_runtime", "cublas", "cudnn", "nccl"),
@@ -215,6 +232,76 @@ def _package_version(name: str) -> str:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+def _first_installed(names: Sequence[str]) -> str:
+    for name in names:
+        version = _package_version(name)
+        if version != "not installed":
+            return version
+    return "not installed"
+
+
+def data_package_values() -> dict[str, str]:
+    """The versions of the packages in DATA_PACKAGES, "not installed" where absent."""
+    return {key: _first_installed(names) for key, names in DATA_PACKAGES.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def git_values(cwd: str) -> dict[str, str]:
+    """The commit of the git repository holding cwd (where the team's run
+    starts) and whether tracked files differ from it. Cached per folder for
+    the life of the process, as _package_version is: every Recorder takes a
+    fingerprint, and two git calls each would add up."""
+    def git(*args: str) -> Optional[subprocess.CompletedProcess]:
+        try:  # --no-optional-locks: status must not write the index under a running job
+            return subprocess.run(("git", "--no-optional-locks") + args, cwd=cwd, text=True,
+                                  capture_output=True, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    head = git("rev-parse", "HEAD")
+    if head is None:
+        return {"git_commit": "unknown (git could not run)", "git_dirty": "unknown"}
+    if head.returncode != 0:
+        return {"git_commit": "not a git repository", "git_dirty": "not a git repository"}
+    status = git("status", "--porcelain", "--untracked-files=no")
+    if status is None or status.returncode != 0:
+        dirty = "unknown"
+    else:
+        changed = [line for line in status.stdout.splitlines() if line.strip()]
+        dirty = f"yes ({len(changed)} tracked files changed)" if changed else "no"
+    return {"git_commit": head.stdout.strip(), "git_dirty": dirty}
+
+
+def _working_folder() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed under the process
+        return "/nonexistent"
+
+
+def _cudnn_built() -> str:
+    """The cuDNN torch was compiled against, numbered as
+    torch.backends.cudnn.version() numbers the one it loaded."""
+    try:
+        from torch._C import _cudnn  # absent from builds without cuDNN
+        major, minor, patch = _cudnn.getCompileVersion()
+    except (ImportError, AttributeError, RuntimeError, ValueError, TypeError):
+        return NOT_AVAILABLE
+    return str(major * (10000 if major >= 9 else 1000) + minor * 100 + patch)
+
+
+def _nccl_loaded(opener: Callable[[str], ctypes.CDLL] = functools.partial(
+        ctypes.CDLL, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)) -> str:
+    """The NCCL this process has loaded (torch's shared libnccl), never one
+    that a search would load: a torch that links NCCL statically, or not
+    at all, has none to compare with what it was built against."""
+    try:
+        lib = opener("libnccl.so.2")
+    except OSError:
+        return "not loaded"
+    v = _call_int(lib, "ncclGetVersion")
+    return triple_text(v, 10000 if v >= 20900 else 1000) if v else "not loaded"
 
 
 def _torch_gpus() -> str:
@@ -268,6 +355,8 @@ def torch_values() -> dict[str, str]:
         "torch_package_version": _package_version("torch"),
         "torchvision_version": _package_version("torchvision"),
         "h5py_version": h5py.__version__,
+        "torch_cudnn_built": _cudnn_built(),
+        "torch_nccl_loaded": _nccl_loaded() if torch.version.cuda else NOT_AVAILABLE,
     }
 
 
@@ -313,6 +402,8 @@ def fingerprint() -> dict[str, str]:
         "nvidia_tf32_override": os.environ.get("NVIDIA_TF32_OVERRIDE", "unset"),
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", "unset"),
         **torch_values(),
+        **data_package_values(),
+        **git_values(_working_folder()),
     }
     return fit({k: env[k] for k in KEYS})
 

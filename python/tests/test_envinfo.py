@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -169,8 +171,88 @@ def test_package_versions_are_looked_up_once_and_stay_right(monkeypatch):
             env = fingerprint()
             assert env["torch_package_version"] == "torch-from-metadata"
             assert env["torchvision_version"] == "torchvision-from-metadata"
-        assert sorted(calls) == ["torch", "torchvision"]  # once each, however many Recorders
+        # once each, however many Recorders; of a data package's distributions
+        # the first installed one (here, with every name found: the first)
+        assert sorted(calls) == ["Pillow", "albumentations", "opencv-python", "torch",
+                                 "torchvision"]
     finally:
         envinfo._package_version.cache_clear()  # the fake's answers go with it
     monkeypatch.undo()
     assert envinfo._package_version("torch") == real["torch"]
+
+
+def test_data_packages_take_the_first_installed_distribution(monkeypatch):
+    import importlib.metadata
+
+    installed = {"opencv-python-headless": "4.9.0.80", "Pillow": "10.2.0"}
+
+    def version(name):
+        if name in installed:
+            return installed[name]
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    envinfo._package_version.cache_clear()
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    try:
+        assert envinfo.data_package_values() == {
+            "pillow_version": "10.2.0", "opencv_version": "4.9.0.80",
+            "albumentations_version": "not installed"}
+    finally:
+        envinfo._package_version.cache_clear()
+
+
+def _git(cwd, *args):
+    subprocess.run(("git", "-c", "user.name=t", "-c", "user.email=t@t") + args, cwd=cwd,
+                   check=True, capture_output=True)
+
+
+def test_git_commit_and_dirty_flag(tmp_path):
+    envinfo.git_values.cache_clear()
+    assert envinfo.git_values(str(tmp_path)) == {"git_commit": "not a git repository",
+                                                 "git_dirty": "not a git repository"}
+    repo = tmp_path / "project"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "train.py").write_text("print(1)\n")
+    (repo / "notes.txt").write_text("untracked\n")
+    _git(repo, "add", "train.py")
+    _git(repo, "commit", "-q", "-m", "first")
+    head = subprocess.run(("git", "rev-parse", "HEAD"), cwd=repo, text=True,
+                          capture_output=True, check=True).stdout.strip()
+    assert envinfo.git_values(str(repo)) == {"git_commit": head, "git_dirty": "no"}
+    (repo / "train.py").write_text("print(2)\n")  # an uncommitted change to a tracked file
+    envinfo.git_values.cache_clear()
+    assert envinfo.git_values(str(repo)) == {"git_commit": head,
+                                             "git_dirty": "yes (1 tracked files changed)"}
+    envinfo.git_values.cache_clear()
+
+
+def test_fingerprint_names_the_working_folders_commit(tmp_path, monkeypatch):
+    envinfo.git_values.cache_clear()
+    monkeypatch.chdir(tmp_path)
+    env = fingerprint()
+    assert env["git_commit"] == "not a git repository"
+    monkeypatch.setenv("PATH", "/nonexistent")  # no git at all
+    envinfo.git_values.cache_clear()
+    assert envinfo.git_values(str(tmp_path))["git_commit"] == "unknown (git could not run)"
+    envinfo.git_values.cache_clear()
+
+
+def test_built_and_loaded_libraries_of_this_torch():
+    env = fingerprint()
+    # Debian's torch: no CUDA, so no cuDNN compiled in and no NCCL to load
+    assert env["torch_cudnn_built"] == "not available"
+    assert env["torch_nccl_loaded"] == "not available"
+
+    class Nccl:
+        @staticmethod
+        def ncclGetVersion(out):
+            ctypes.cast(out, ctypes.POINTER(ctypes.c_int))[0] = 21803
+            return 0
+
+    def not_loaded(name):
+        raise OSError(f"{name}: not loaded")
+
+    assert envinfo._nccl_loaded(lambda name: Nccl()) == "2.18.3"
+    assert envinfo._nccl_loaded(not_loaded) == "not loaded"
+    assert os.RTLD_NOLOAD  # what the real opener asks for: never load one itself

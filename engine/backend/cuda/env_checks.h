@@ -1,61 +1,14 @@
-/* The environment checks E1-E3 (checks/judge/catalogue.c): what makes a CUDA
- * program fail at start or drift, said before it happens.
- *
- *   E1  the CUDA runtime is newer than the driver supports
- *   E2  no kernel image in this build for the GPU's architecture
- *   E3  a library built against one version, another loaded
- *
- * Each decision is a pure function of numbers (testable anywhere); then
- * dl_cuda_env_checks gathers the numbers on this machine. Without an
- * NVIDIA driver every check is "not applicable" (ok, nothing to run on).
- *
- * Versions are as the libraries report them: runtime and driver 12040 =
- * 12.4; cuBLAS major*10000 + minor*100 + patch; cuDNN 90100 = 9.1.0
- * (8xyz = 8.x.yz for cuDNN 8); NCCL 22304 = 2.23.4. 0 means absent. */
+/* E1-E3 (backend/cuda_env.h decides them) on the numbers of this machine
+ * and this build. Without an NVIDIA driver every check is "not applicable"
+ * (ok, nothing to run on). */
 #ifndef DL_CUDA_ENV_CHECKS_H
 #define DL_CUDA_ENV_CHECKS_H
 
-#include <stdbool.h>
+#include "backend/cuda_env.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-enum { DL_CUDA_CHECK_MESSAGE_MAX = 512 };
-
-typedef struct dl_cuda_check {
-  const char *id;                          /* "E1", "E2", "E3" */
-  bool applicable;                         /* false: nothing to check here (no driver or GPU) */
-  bool ok;                                 /* true when applicable and fine, or not applicable */
-  char message[DL_CUDA_CHECK_MESSAGE_MAX]; /* what was found; on failure, what to do */
-} dl_cuda_check;
-
-typedef struct dl_cuda_versions {
-  int runtime, cublas, cudnn, nccl;
-} dl_cuda_versions;
-
-/* E1. The driver supports runtimes up to its own version's major.minor;
- * a runtime of a newer major cannot start (cudaErrorInsufficientDriver);
- * a newer minor of the same major runs (minor version compatibility) but
- * cannot JIT-compile PTX newer than the driver, which is said as a note.
- * driver 0 means no driver: not applicable. */
-void dl_cuda_check_runtime_vs_driver(int runtime, int driver, dl_cuda_check *out);
-
-/* E2. archs: CMAKE_CUDA_ARCHITECTURES as built, entries separated by
- * ',' or ';': "80" (SASS and PTX), "80-real" (SASS only), "80-virtual"
- * (PTX only); a suffix letter ("90a") is SASS/PTX for exactly that GPU.
- * SASS for X.y runs on X.z with z >= y; PTX for X.y is JIT-compiled for any
- * GPU >= X.y. A GPU neither covers fails: its first kernel launch would say
- * "no kernel image is available for execution on the device". "all",
- * "all-major" and "native" cannot be judged from the list (ok, said so). */
-void dl_cuda_check_arch_vs_device(const char *archs, int major, int minor, dl_cuda_check *out);
-
-/* E3. Each library present on both sides must be loaded at the version it
- * was built against: another version means other kernels, other bits
- * (drift against goldens) or missing symbols (crashes). A library not
- * loaded at run time is not compared (said in the message). */
-void dl_cuda_check_built_vs_loaded(const dl_cuda_versions *built, const dl_cuda_versions *loaded,
-                                   dl_cuda_check *out);
 
 /* The architectures dlcuda was built for (DL_CUDA_ARCHS, ',' separated). */
 const char *dl_cuda_built_archs(void);
@@ -67,7 +20,7 @@ void dl_cuda_built_versions(dl_cuda_versions *v);
  * that may have started threads is unsafe). */
 void dl_cuda_loaded_versions(dl_cuda_versions *v);
 
-/* E1-E3 on this machine for GPU `device`: out[0..2]. Never fails. */
+/* E1-E3 of this build on this machine for GPU `device`: out[0..2]. Never fails. */
 void dl_cuda_env_checks(int device, dl_cuda_check out[3]);
 
 #ifdef __cplusplus
