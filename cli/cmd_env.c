@@ -2,7 +2,7 @@
 #include "cli.h"
 
 #include "store/env.h"
-#include "store/env_torch.h"
+#include "judge/env_torch.h"
 #include "store/trace_io.h"
 #ifdef DL_HAVE_CUDA
 #include "backend/cuda/env_checks.h"

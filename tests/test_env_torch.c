@@ -1,6 +1,6 @@
 /* store/env_torch.h: E1-E3 of the PyTorch that recorded a fingerprint. The
  * values are those a CUDA wheel's process reports (faked: no GPU here). */
-#include "store/env_torch.h"
+#include "judge/env_torch.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,6 +1,6 @@
 /* store/json.h: jansson with dlcheck's text rules. */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
-#include "store/json.h"
+#include "trace/json.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -20,6 +20,10 @@ static const dlc_check_kind kinds[] = {
      dlc_check_frozen, false},
     {"nonfinite", "run a has no inf/NaN in its loss, layer outputs, gradients or parameters", 1,
      dlc_check_nonfinite, false},
+    {"torch_environment",
+     "E1, E2 or E3 (quantities[0]) of the PyTorch that recorded run a, from its fingerprint: "
+     "its CUDA runtime, arch list and cuDNN/NCCL against the machine it ran on",
+     1, dlc_check_torch_environment, true},
     {"not_tested",
      "reads no run: reported as skipped with its reason (what could not be tested, and why)", 0,
      dlc_check_not_tested, false},

@@ -10,6 +10,8 @@ dl_status dlc_check_metric_min(const dlc_check_spec *, const dlc_trace *, int, d
 dl_status dlc_check_metric_increase(const dlc_check_spec *, const dlc_trace *, int, dlc_verdict *);
 dl_status dlc_check_frozen(const dlc_check_spec *, const dlc_trace *, int, dlc_verdict *);
 dl_status dlc_check_nonfinite(const dlc_check_spec *, const dlc_trace *, int, dlc_verdict *);
+dl_status dlc_check_torch_environment(const dlc_check_spec *, const dlc_trace *, int,
+                                      dlc_verdict *);
 dl_status dlc_check_not_tested(const dlc_check_spec *, const dlc_trace *, int, dlc_verdict *);
 
 /* Appends printf text to v->evidence (truncating at its size). */

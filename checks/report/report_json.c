@@ -4,7 +4,7 @@
 #include "report/format.h"
 
 #include "judge/catalogue.h"
-#include "store/json.h"
+#include "trace/json.h"
 
 #include <errno.h>
 #include <math.h>
@@ -22,7 +22,7 @@ typedef struct jw {
   dl_status status; /* the first failure: write_json returns it */
 } jw;
 
-/* Strings are quoted and escaped by jansson (store/json.h). */
+/* Strings are quoted and escaped by jansson (trace/json.h). */
 static void jw_string(jw *w, const char *s) {
   if (w->status == DL_OK) w->status = dlc_json_write_text(w->f, s, "JSON report");
 }

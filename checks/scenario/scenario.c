@@ -273,7 +273,10 @@ static dl_status check_refs(const loader *L, const yu_val *item, const dlc_check
     return yu_fail(item, DL_ERR_FORMAT,
                    "check '%s' of kind '%s' compares the quantities it names, and names none "
                    "(it would pass comparing nothing); add quantities: [%s]",
-                   c->name, c->kind, strcmp(c->kind, "equivalence") ? "METRIC" : "loss, params");
+                   c->name, c->kind,
+                   !strcmp(c->kind, "equivalence")         ? "loss, params"
+                   : !strcmp(c->kind, "torch_environment") ? "E1"
+                                                           : "METRIC");
   bool has_reason = yu_map_find(item, "reason", &v);
   if (!k->runs && !has_reason)
     return yu_fail(item, DL_ERR_FORMAT,

@@ -2,7 +2,7 @@
  * back as one flat object of string values, and two of them compared. */
 #include "store/env.h"
 
-#include "store/json.h"
+#include "trace/json.h"
 
 #include <string.h>
 

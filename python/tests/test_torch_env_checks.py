@@ -8,6 +8,7 @@ On a GPU the same keys come from the real process (GPU-checked only where a
 GPU is at hand)."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -106,3 +107,39 @@ def test_this_debian_torch_is_judged_not_applicable(run_c, tmp_path):
     r = run_c("env", golden_with(env, tmp_path / "real.h5"))
     assert r.returncode == 0, r.stderr
     assert "PyTorch built without CUDA" in r.stdout
+
+
+def run_scenario(run_c, tmp_path, env: dict) -> tuple[int, dict]:
+    """A scenario whose run is a trace recorded under `env`, with the three
+    torch_environment checks an audit declares, through `dlcheck run`."""
+    trace = golden_with(env, tmp_path / "team.h5")
+    folder = tmp_path / "scenarios" / "wheel"
+    folder.mkdir(parents=True)
+    checks = "\n".join(f"  - {{name: wheel_{i.lower()}, kind: torch_environment, a: team, "
+                       f"quantities: [{i}], catalogue: [{i}]}}" for i in ("E1", "E2", "E3"))
+    (folder / "scenario.yaml").write_text(f"name: wheel\ndescription: the team's wheel\n"
+                                          f"runs:\n  team: {{trace: {trace}}}\n"
+                                          f"checks:\n{checks}\n")
+    out = tmp_path / "out"
+    r = run_c("run", "--out", str(out), "--golden-dir", str(tmp_path / "none"),
+              str(tmp_path / "scenarios"))
+    assert (out / "report.json").exists(), r.stdout + r.stderr
+    report = json.loads((out / "report.json").read_text())
+    return r.returncode, {c["name"]: c for c in report["scenarios"][0]["checks"]}
+
+
+def test_a_scenario_check_names_the_failing_id_with_its_fix(run_c, tmp_path):
+    env = {**fingerprint(), **GOOD, "torch_gpus": "0: Tesla T4 (sm_75)",
+           "torch_arch_list": "sm_80 sm_86 sm_90"}
+    code, checks = run_scenario(run_c, tmp_path, env)
+    assert code == 1
+    assert checks["wheel_e1"]["verdict"] == "pass" and checks["wheel_e3"]["verdict"] == "pass"
+    e2 = checks["wheel_e2"]
+    assert e2["verdict"] == "fail" and e2["catalogue"] == ["E2"], e2
+    assert "7.5 has no kernel image in this PyTorch" in e2["evidence"]
+
+
+def test_a_scenario_on_a_cpu_torch_reports_not_tested(run_c, tmp_path):
+    code, checks = run_scenario(run_c, tmp_path, fingerprint())
+    assert code == 0
+    assert {c["verdict"] for c in checks.values()} == {"not_tested"}, checks

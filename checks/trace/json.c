@@ -1,5 +1,5 @@
 /* json.h: jansson with dlcheck's text rules and messages. */
-#include "store/json.h"
+#include "trace/json.h"
 
 #include "trace/utf8.h"
 

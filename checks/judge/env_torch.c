@@ -1,7 +1,7 @@
 /* env_torch.h: a PyTorch fingerprint's values as numbers, then E1-E3. */
-#include "store/env_torch.h"
+#include "judge/env_torch.h"
 
-#include "store/json.h"
+#include "trace/json.h"
 
 #include <stdio.h>
 #include <string.h>
