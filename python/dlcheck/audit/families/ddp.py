@@ -46,15 +46,16 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data import DistributedSampler
 
-from ..digest import digest
-from .adapter import AdapterError, load_adapter, sample_keys
-from .context import BATCHNORM, Context, has_module
+from ...digest import digest
+from ..adapter import AdapterError, load_adapter, sample_keys
+from ..context import BATCHNORM, Context, has_module
+from ..declaration import FamilyDeclaration
+from ..loop import Run, grad_distance, grad_scale, threads
+from ..noise import Shadow, band_rule, band_source, float64_shadow, record_shadow
+from ..randomness import DropoutOff
+from ..scenario import Check, Family, NotTested, zero_count
 from .dataparallel import data_parallel_modules, describe
 from .evalshards import EvalSamples, miscounted
-from .loop import Run, grad_distance, grad_scale, threads
-from .noise import Shadow, band_rule, band_source, float64_shadow, record_shadow
-from .randomness import DropoutOff
-from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's data parallelism: 2 gloo ranks against one process with the same "
                "global batch; each rank its own shard, reshuffled every epoch, gradients "
@@ -588,3 +589,7 @@ def run(ctx: Context) -> Family:
              f"no sample recurs within {MAX_BATCHES} batches of a rank (no second epoch, or "
              f"the samples' first tensor is augmented afresh)")
     return fam
+
+
+FAMILY = FamilyDeclaration("ddp", run, ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D9", "D10"),
+                           needs=("wrap_ddp",), description=DESCRIPTION)

@@ -23,11 +23,12 @@ from __future__ import annotations
 import copy
 import math
 
-from .context import BATCHNORM, BF16_TOLERANCE, Context, has_module
-from .loop import grad_distance, grad_mean, grad_norm, grad_shares
-from .noise import band_rule, band_source, float64_shadow
-from .randomness import DropoutOff
-from .scenario import Check, Family, NotTested
+from ..context import BATCHNORM, BF16_TOLERANCE, Context, has_module
+from ..declaration import FamilyDeclaration
+from ..loop import grad_distance, grad_mean, grad_norm, grad_shares
+from ..noise import band_rule, band_source, float64_shadow
+from ..randomness import DropoutOff
+from ..scenario import Check, Family, NotTested
 
 DESCRIPTION = ("The team's gradient accumulation: K micro-batches against one batch of K "
                "times the size, from the same weights on the same samples.")
@@ -163,3 +164,7 @@ def run(ctx: Context) -> Family:
             "every micro-batch weighs the same in the big batch's loss (no variable-length "
             "masks): a per-micro-batch mean cannot differ from the whole batch's"))
     return fam
+
+
+FAMILY = FamilyDeclaration("accumulation", run, ("G1", "G2", "G3", "G4", "G5"),
+                           description=DESCRIPTION)

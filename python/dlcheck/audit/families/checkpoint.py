@@ -22,10 +22,11 @@ from typing import Any, Optional
 import torch
 import torch.distributed as dist
 
-from .adapter import MODULE_PREFIX, AdapterError
-from .context import Context
+from ..adapter import MODULE_PREFIX, AdapterError
+from ..context import Context
+from ..declaration import FamilyDeclaration
+from ..scenario import Check, Family, NotTested, zero_count
 from .ddp import free_port, process_group
-from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's checkpoint: saved at step k, rebuilt from the factories, loaded and "
                "continued, bitwise the same as the straight run; its keys match a fresh model.")
@@ -288,6 +289,10 @@ def run(ctx: Context) -> Family:
         return _run(ctx, wrap=ctx.adapter.has("wrap_ddp"))
     with process_group(0, 1, free_port()):
         return _run(ctx, wrap=True)
+
+
+FAMILY = FamilyDeclaration("checkpoint", run, ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"),
+                           needs=("save_checkpoint", "load_checkpoint"), description=DESCRIPTION)
 
 
 def _run(ctx: Context, wrap: bool) -> Family:
