@@ -129,7 +129,7 @@ class AuditFamily(pytest.Item):
 def audit_properties(result: AuditResult, family: str) -> list[tuple[str, str]]:
     """JUnit properties of one family's audit: the catalogue IDs it covers,
     those it found, each waived check with its reason, the report."""
-    props = [("dlcheck_catalogue", " ".join(FAMILIES[family][2]))]
+    props = [("dlcheck_catalogue", " ".join(FAMILIES[family].ids))]
     if result.findings:
         props.append(("dlcheck_findings", " ".join(sorted(result.findings))))
     props += [("dlcheck_waived", f"{o.family}/{o.name} {' '.join(o.catalogue)}: {o.waiver}")

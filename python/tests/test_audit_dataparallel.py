@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import torch.nn as nn
 
 from dlcheck.audit import run_audit
-from dlcheck.audit.dataparallel import data_parallel_modules, describe
-from dlcheck.audit.ddp import free_port, process_group
+from dlcheck.audit.families.dataparallel import data_parallel_modules, describe
+from dlcheck.audit.families.ddp import free_port, process_group
 
 from test_audit_diagnosis import BASE, by_name, write
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from dlcheck.audit import run_audit
-from dlcheck.audit.ddp import padding_duplicates
+from dlcheck.audit.families.ddp import padding_duplicates
 from dlcheck.audit.loop import grad_scale
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "audit"

@@ -1,4 +1,4 @@
-"""D9's counting (audit/evalshards.py): the validation samples evaluate()
+"""D9's counting (audit/families/evalshards.py): the validation samples evaluate()
 feeds the model, seen by a forward pre-hook, and the ranks' counts added
 against one process's. Exact counts of digests: no tolerance. The pair
 d9_eval_sampler_pads_validation(.py, _fixed.py) shows it end to end."""
@@ -9,7 +9,7 @@ from collections import Counter
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from dlcheck.audit.evalshards import EvalSamples, miscounted
+from dlcheck.audit.families.evalshards import EvalSamples, miscounted
 
 X = torch.arange(7 * 3, dtype=torch.float32).reshape(7, 3)
 VAL = TensorDataset(X)

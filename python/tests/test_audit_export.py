@@ -1,4 +1,4 @@
-"""The export family's pieces (audit/export.py): model inputs, output
+"""The export family's pieces (audit/families/export.py): model inputs, output
 flattening, the comparison against eager within the model's own rounding,
 the served input's statistics (X4), the class-level input capture, and the
 family reporting not_tested cleanly when onnxruntime cannot be imported.
@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from dlcheck.audit import run_audit
-from dlcheck.audit.export import (Case, Unavailable, capture_inputs, compare, input_difference,
-                                  load, model_input, onnxruntime, outputs, reference)
+from dlcheck.audit.families.export import (Case, Unavailable, capture_inputs, compare,
+                                           input_difference, load, model_input, onnxruntime,
+                                           outputs, reference)
 from dlcheck.audit.harness import find_binary
 
 ROOT = Path(__file__).resolve().parents[2]

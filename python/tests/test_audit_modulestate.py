@@ -1,4 +1,4 @@
-"""F4's search (audit/modulestate.py): plain tensors reachable from a
+"""F4's search (audit/families/modulestate.py): plain tensors reachable from a
 model's modules, which of them training changed, and which of those a
 reload from the state dict loses (two reloaded models, one given the
 changed tensors, answer differently, bit for bit: no tolerance, both run
@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 
 from dlcheck.audit import run_audit
-from dlcheck.audit.modulestate import Snapshot, lost_at_reload, plain_tensors
+from dlcheck.audit.families.modulestate import Snapshot, lost_at_reload, plain_tensors
 
 from test_audit_adapter import GOOD, adapter
 

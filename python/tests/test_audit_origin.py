@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from dlcheck.audit.origin import Tracer, base_name
+from dlcheck.audit.families.origin import Tracer, base_name
 
 
 class Net(nn.Module):

@@ -9,7 +9,7 @@ from typing import Callable
 import torch
 
 from dlcheck.audit import CpuGradScaler
-from dlcheck.audit.amp import ScalerOrder, watch_scaler_order
+from dlcheck.audit.families.amp import ScalerOrder, watch_scaler_order
 
 
 def follow(step: Callable, scaler=None) -> ScalerOrder:

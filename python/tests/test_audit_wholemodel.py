@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 from dlcheck.audit import run_audit
-from dlcheck.audit.checkpoint import pickled_modules
+from dlcheck.audit.families.checkpoint import pickled_modules
 
 from test_audit_diagnosis import BASE, by_name, write
 

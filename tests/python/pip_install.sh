@@ -84,6 +84,8 @@ with zipfile.ZipFile(wheel) as z:
     script = f"dlcheck-{version}.data/scripts/dlcheck"
     assert script in names and z.getinfo(script).external_attr >> 16 & 0o111, sorted(names)
     assert "dlcheck/pytest_plugin.py" in names, sorted(names)
+    # wheel.packages names the top package: its subpackages come with it
+    assert "dlcheck/audit/families/__init__.py" in names, sorted(names)
     entry_points = z.read(f"dlcheck-{version}.dist-info/entry_points.txt").decode()
     assert "[pytest11]" in entry_points, entry_points
 EOF

@@ -7,7 +7,7 @@ PyTorch training code, through a small adapter module (docs/audit.md).
 from .adapter import Adapter, AdapterError, load_adapter
 from .audit import FAMILIES, run_audit
 from .cli import main
-from .scaler import CpuGradScaler
+from .families.scaler import CpuGradScaler
 from .summary import AuditResult
 
 __all__ = ["main", "run_audit", "load_adapter", "Adapter", "AdapterError", "AuditResult",

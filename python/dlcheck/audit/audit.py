@@ -6,36 +6,22 @@ finding); 2 the adapter is malformed or one of its functions failed
 (the message names it; no report is written); 3 the C harness is missing."""
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 import tempfile
 import time
 from types import ModuleType
-from typing import Callable, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 
-from . import (accumulation, amp, checkpoint, ddp, determinism, export, harness, inference,
-               nonfinite, parameters, summary)
+from . import harness, summary
 from .adapter import AdapterError, load_adapter
 from .context import Context
+from .families import FAMILIES, amp
 from .scenario import Family, NotTested
 from .summary import AuditResult
 
-#: family name -> (runs it, the adapter pieces it needs, the IDs it covers)
-FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
-    "parameters": (parameters.run, (), ("F1", "F2", "F3", "F4")),
-    "accumulation": (accumulation.run, (), ("G1", "G2", "G3", "G4", "G5")),
-    "inference": (inference.run, ("evaluate",), ("M1", "M2", "M3", "M4")),
-    "nonfinite": (nonfinite.run, (), ("N1",)),
-    "determinism": (determinism.run, (), ("N2", "N3", "D8")),
-    "checkpoint": (checkpoint.run, ("save_checkpoint", "load_checkpoint"),
-                   ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8")),
-    "ddp": (ddp.run, ("wrap_ddp",), ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D9", "D10")),
-    "amp": (amp.run, (), ("A1", "A2", "A3", "A6")),
-    "export": (export.run, (), ("X1", "X2", "X3", "X4", "X5", "X6")),
-}
 #: a file in an output folder that marks it as an audit's, safe to replace
 MARK = "summary.txt"
 
@@ -109,27 +95,27 @@ def _audit(ad, out: str, work: str, chosen: list, exe: str, start: float) -> Aud
     families: list[Family] = []
     ctx = Context(ad, work)
     for fam_name in chosen:
-        fn, pieces, ids = FAMILIES[fam_name]
-        why = _needs(ad, pieces)
+        declared = FAMILIES[fam_name]
+        why = _needs(ad, declared.needs)
         t0 = time.monotonic()
         ctx.runs = []
         if why:
-            fam = Family(fam_name, getattr(inspect.getmodule(fn), "DESCRIPTION", ""))
-            fam.not_tested.append(NotTested("all_checks", ids, why))
+            fam = Family(fam_name, declared.description)
+            fam.not_tested.append(NotTested("all_checks", declared.ids, why))
         else:
             try:
-                fam = fn(ctx)
+                fam = declared.run(ctx)
             except AdapterError as e:
                 if not amp.autocast_unsupported(e, ctx):
                     raise
-                fam = amp.without_autocast(fn, ctx, fam_name, ids, e)
+                fam = amp.without_autocast(declared, ctx, e)
         fam.seconds = time.monotonic() - t0
         ctx.family_done()
         bad = ctx.nonfinite()
         if bad and fam_name != "nonfinite":
             reason = f"training went non-finite ({bad}): see N1"
             fam.not_tested = ([NotTested(c.name, c.catalogue, reason) for c in fam.checks] or
-                              [NotTested("all_checks", ids, reason)]) + fam.not_tested
+                              [NotTested("all_checks", declared.ids, reason)]) + fam.not_tested
             fam.checks = []
         families.append(fam)
     report_dir = os.path.join(work, "report")

@@ -38,6 +38,7 @@ import socket
 import time
 import traceback
 from collections import Counter
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Iterator, Optional
 
@@ -46,15 +47,17 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.utils.data import DistributedSampler
 
-from ..digest import digest
-from .adapter import AdapterError, load_adapter, sample_keys
-from .context import BATCHNORM, Context, has_module
+from ...digest import digest
+from ...recorder import Recorder
+from ..adapter import AdapterError, load_adapter, sample_keys
+from ..context import BATCHNORM, Context, has_module
+from ..declaration import FamilyDeclaration
+from ..loop import Run, grad_distance, grad_scale, threads
+from ..noise import Shadow, band_rule, band_source, float64_shadow, record_shadow
+from ..randomness import DropoutOff
+from ..scenario import Check, Family, NotTested, zero_count
 from .dataparallel import data_parallel_modules, describe
 from .evalshards import EvalSamples, miscounted
-from .loop import Run, grad_distance, grad_scale, threads
-from .noise import Shadow, band_rule, band_source, float64_shadow, record_shadow
-from .randomness import DropoutOff
-from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's data parallelism: 2 gloo ranks against one process with the same "
                "global batch; each rank its own shard, reshuffled every epoch, gradients "
@@ -413,6 +416,222 @@ def _data_parallel_only(ctx: Context, fam: Family, built: list, wrapped: list) -
     return fam
 
 
+@dataclass
+class Shards:
+    """What the ranks' batch streams show, read before any training: the
+    share of rank 0's first samples also on rank 1 (D1), where rank 0's
+    second epoch starts and whether it repeats the first's order (D2), a
+    sampler's padding duplicates (D6) and the ranks' shared noise (D7)."""
+    first0: int                # rank 0's first samples compared with rank 1's
+    first1: int
+    overlap: float
+    again: Optional[int]       # the index of rank 0's second epoch, None: none found
+    repeats: bool
+    padded: Optional[tuple[int, int]]
+    noise: Optional[tuple[bool, bool, str]]
+
+
+def _measure_shards(ctx: Context) -> Shards:
+    s = ctx.settings
+    r0, r1 = _streams(ctx)
+    first = OVERLAP_BATCHES * (s.batch_size // WORLD)  # well inside the first epoch
+    e0, e1 = _epoch(r0)[:first], _epoch(r1)[:first]
+    again = r0.index(r0[0], 1) if r0[0] in r0[1:] else None
+    window = s.batch_size
+    return Shards(len(e0), len(e1), len(set(e0) & set(e1)) / max(len(e0), 1), again,
+                  again is not None and r0[again:again + window] == r0[:window],
+                  padding_duplicates([r0, r1], s.batch_size // WORLD), noise_probe(ctx))
+
+
+def _note_shards(rec: Recorder, sh: Shards) -> None:
+    rec.metric("ddp_rank_overlap", sh.overlap)
+    rec.note("ddp_rank_overlap", (
+        f"Of rank 0's first {sh.first0} samples {sh.overlap:.1%} are also among rank 1's first "
+        f"{sh.first1}" + (": every rank trains on the same data." if sh.overlap > 0.5 else
+                          ".")))
+    if sh.padded is not None and sh.overlap <= D1_OVERLAP:
+        rec.metric("ddp_padding_duplicates", sh.padded[0])
+        rec.note("ddp_padding_duplicates", (
+            f"In the first epoch ({sh.padded[1]} samples per rank, {WORLD * sh.padded[1]} in "
+            f"all) " + (f"{sh.padded[0]} sample(s) reach the ranks twice: the sampler pads the "
+                        f"dataset to a multiple of the world size with duplicates, so the "
+                        f"gradient (and any metric over the epoch) counts them twice."
+                        if sh.padded[0] else "no sample reaches the ranks twice.")))
+    if sh.noise is not None:
+        rec.metric("ddp_ranks_share_noise", int(sh.noise[0] and sh.noise[1]))
+        rec.note("ddp_ranks_share_noise", sh.noise[2])
+    if sh.again is not None:
+        rec.metric("ddp_epoch_order_repeats", int(sh.repeats))
+        rec.note("ddp_epoch_order_repeats", (
+            f"Rank 0's second epoch (from sample {sh.again}) " +
+            ("visits its samples in the first epoch's order." if sh.repeats else
+             "is shuffled anew.")))
+
+
+def _note_step0_gradients(rec: Recorder, g_rank: dict, g_one: dict, batchnorm: bool) -> None:
+    d_w = grad_distance(g_rank, g_one, WORLD)
+    d_1 = grad_distance(g_rank, g_one)
+    scale = grad_scale(g_rank, g_one)
+    # 0: rank 0's gradient is W times one process's (summed), 1: the same (averaged)
+    summed = abs(scale - WORLD) / (WORLD - 1)
+    rec.metric("ddp_step0_distance_from_w_times", d_w)
+    rec.metric("ddp_step0_scale_distance_from_w", summed)
+    rec.note("ddp_step0_grads", (
+        f"At step 0 rank 0's gradient (after the ranks' reduction) is at relative "
+        f"distance {d_1:.3g} from one process's on the same global batch, and "
+        f"{d_w:.3g} from {WORLD} times it; along one process's gradient it measures "
+        f"{scale:.4g} times it" +
+        (f" (the model has BatchNorm, so the ranks' half-batch statistics move it off "
+         f"that direction: {WORLD} times would be a sum)." if batchnorm else ".")))
+
+
+def _note_evaluation(rec: Recorder, ev: Optional[dict], seen: Counter,
+                     rank0: dict[str, Any]) -> tuple[Optional[int], str]:
+    """The validation samples the ranks counted (D9) and rank 0's metric
+    against one process's (D5); returns the samples miscounted (None: not
+    counted) and the note saying why or how."""
+    eval_odd, eval_note = miscounted(seen, rank0["eval_samples"], WORLD) \
+        if ev is not None else (None, "the adapter has no evaluate")
+    if eval_odd is not None:
+        rec.metric("ddp_eval_samples_miscounted", eval_odd)
+        rec.note("ddp_eval_samples_miscounted", eval_note)
+    if ev is not None and rank0["eval"] is not None:
+        diffs = {k: abs(rank0["eval"][k] - v) / max(abs(v), 1e-12)
+                 for k, v in ev.items() if k in rank0["eval"]}
+        worst = max(diffs, key=diffs.get) if diffs else None
+        if worst is not None:
+            rec.metric("ddp_rank0_metric_rel_diff", diffs[worst])
+            rec.note("ddp_rank0_metric", (
+                f"evaluate() on the initial model: '{worst}' is {rank0['eval'][worst]:.6g} "
+                f"on rank 0 of {WORLD} and {ev[worst]:.6g} in one process."))
+    return eval_odd, eval_note
+
+
+@dataclass
+class OneProcess:
+    """What the one-process run measured that the checks ask about."""
+    batchnorm: bool
+    gradients: bool                # both runs gave the optimizer gradients at step 0
+    evaluated: Optional[dict]      # evaluate() on the initial model, None: no evaluate
+    eval_odd: Optional[int]        # validation samples miscounted, None: not counted
+    eval_note: str
+    shadow: Shadow
+
+
+def _train_one_process(ctx: Context, fam: Family, dropout: DropoutOff, sh: Shards,
+                       rank0: dict[str, Any], data_parallel: str) -> OneProcess:
+    """The whole batch in a 1-rank process group, recorded with the notes
+    of every measurement (the ranks' too), and its float64 shadow."""
+    s = ctx.settings
+    with threads(1), process_group(0, 1, free_port()):
+        one = ctx.recorded(fam.scenario, "one_process", wrap=True, dropout_off=dropout)
+        batchnorm = has_module(one.inner, BATCHNORM)
+        ev, seen = _evaluate(ctx.adapter, one)
+        one.model.train()
+        one.train(s.steps)
+        rec = one.rec
+        _note_shards(rec, sh)
+        g_one, g_rank = one.grads[0] if one.grads else None, rank0["grads0"]
+        if g_one and g_rank:
+            _note_step0_gradients(rec, g_rank, g_one, batchnorm)
+        eval_odd, eval_note = _note_evaluation(rec, ev, seen, rank0)
+        rec.metric("ddp_data_parallel_modules", 0)
+        rec.note("ddp_data_parallel_modules", data_parallel)
+        fam.runs["one_process"] = one.save()
+        one.close()
+        shadow = float64_shadow(ctx, fam.scenario, one, s.steps, dropout)
+        ctx.runs[ctx.runs.index(one)] = SimpleNamespace(nonfinite=one.nonfinite,
+                                                        autocast=one.autocast)
+        del one  # DDP's reducer goes before its process group
+        gc.collect()
+    return OneProcess(batchnorm, bool(g_one and g_rank), ev, eval_odd, eval_note, shadow)
+
+
+def _check_replicas(fam: Family, one: OneProcess, ranks_shadow: Shadow, buffers: bool) -> None:
+    """The ranks against one process (D1, D3, D7 explain a difference) and
+    against each other: parameters, buffers (D4)."""
+    fallback = "close(1e-4, 1e-6)"  # float32 summation order, where float64 cannot run
+    fam.checks += [
+        _processes_check(),
+        Check("ranks_match_one_process", "equivalence", "one_process", "two_ranks",
+              quantities=("params",), **band_rule(one.shadow, ranks_shadow, fallback),
+              explained_by=("D1", "D3", "D7"), expect_divergence=one.batchnorm,
+              about=f"{WORLD} ranks with half the batch each train the weights one process "
+                    f"trains with the whole batch, "
+                    f"{band_source(one.shadow, ranks_shadow, fallback)}" +
+                    (" (the model has BatchNorm: each rank normalises its own half batch, "
+                     "reported as expected)" if one.batchnorm else "")),
+        Check("each_rank_its_own_shard", "metric_max", "one_process",
+              quantities=("ddp_rank_overlap", "ddp_rank_overlap"), threshold=D1_OVERLAP,
+              catalogue=("D1",), about="the ranks' samples in an epoch do not overlap"),
+        Check("replicas_hold_the_same_parameters", "metric_max", "two_ranks",
+              quantities=("rank_param_mismatch", "rank_mismatch"), threshold=0,
+              about="after training every rank holds the same parameters"),
+    ]
+    if buffers:
+        fam.checks.append(zero_count(
+            "replicas_hold_the_same_buffers", "two_ranks", "ddp_buffers_differ_after_broadcast",
+            "D4", "every rank holds the same buffers at the start of each forward (after DDP's "
+            "buffer broadcast)"))
+    else:
+        fam.not_tested.append(NotTested("replicas_hold_the_same_buffers", ("D4",),
+                                        "the model has no buffers"))
+
+
+def _check_epoch_order(fam: Family, sh: Shards) -> None:
+    _counted(fam, "epochs_reshuffled", "ddp_epoch_order_repeats", "D2",
+             "each epoch visits the rank's samples in a new order",
+             None if sh.again is not None else f"no second epoch within {MAX_BATCHES} batches")
+
+
+def _check_gradient_average(fam: Family, one: OneProcess) -> None:
+    if one.gradients:
+        fam.checks.append(Check(
+            "gradients_averaged_over_ranks", "metric_min", "one_process",
+            quantities=("ddp_step0_scale_distance_from_w" if one.batchnorm else
+                        "ddp_step0_distance_from_w_times", "ddp_step0_grads"),
+            threshold=0.5 if one.batchnorm else CLOSE, catalogue=("D3",),
+            about=f"the reduced gradient is not {WORLD} times one process's"))
+    else:
+        fam.not_tested.append(NotTested("gradients_averaged_over_ranks", ("D3",),
+                                        "the first step gave the optimizer no gradients"))
+
+
+def _check_evaluation(fam: Family, one: OneProcess, rank0_eval: Optional[dict]) -> None:
+    """Every validation sample counted once over the ranks (D9), rank 0's
+    metric over every rank (D5)."""
+    _counted(fam, "validation_samples_counted_once", "ddp_eval_samples_miscounted", "D9",
+             "the ranks' evaluations together count every validation sample as often as "
+             "one process does", one.eval_note if one.eval_odd is None else None)
+    if one.eval_odd:
+        fam.not_tested.append(NotTested(
+            "metric_over_all_ranks", ("D5",), f"the ranks' evaluation counts {one.eval_odd} "
+            f"validation sample(s) otherwise than one process does (see D9), so rank 0's metric "
+            f"differs from one process's whether or not it covers every rank"))
+    elif one.evaluated is not None and rank0_eval is not None:
+        fam.checks.append(Check(
+            "metric_over_all_ranks", "metric_max", "one_process",
+            quantities=("ddp_rank0_metric_rel_diff", "ddp_rank0_metric"), threshold=1e-4,
+            catalogue=("D5",), about="rank 0's evaluation covers every rank's shard"))
+    else:
+        fam.not_tested.append(NotTested("metric_over_all_ranks", ("D5",),
+                                        "the adapter has no evaluate"))
+
+
+def _check_noise_and_padding(fam: Family, sh: Shards) -> None:
+    """Each rank its own noise (D7); no sample twice in an epoch (D6)."""
+    _counted(fam, "ranks_draw_their_own_noise", "ddp_ranks_share_noise", "D7",
+             "the ranks' batches do not add the same random noise to different samples",
+             None if sh.noise is not None else "batches() iterates no DistributedSampler with "
+             "the rank (the audit gives both ranks the same samples through it)")
+    _counted(fam, "no_padding_duplicates", "ddp_padding_duplicates", "D6",
+             "no sample reaches the ranks twice in an epoch (a sampler's padding)",
+             "the ranks share their samples (see D1)" if sh.overlap > D1_OVERLAP else
+             None if sh.padded is not None else
+             f"no sample recurs within {MAX_BATCHES} batches of a rank (no second epoch, or "
+             f"the samples' first tensor is augmented afresh)")
+
+
 def run(ctx: Context) -> Family:
     fam = Family("ddp", DESCRIPTION)
     s, ad = ctx.settings, ctx.adapter
@@ -433,158 +652,25 @@ def run(ctx: Context) -> Family:
     work = os.path.join(ctx.work, "ddp")
     os.makedirs(work, exist_ok=True)
 
-    r0, r1 = _streams(ctx)
-    first = OVERLAP_BATCHES * (s.batch_size // WORLD)  # well inside the first epoch
-    e0, e1 = _epoch(r0)[:first], _epoch(r1)[:first]
-    overlap = len(set(e0) & set(e1)) / max(len(e0), 1)
-    again = r0.index(r0[0], 1) if r0[0] in r0[1:] else None
-    window = s.batch_size
-    repeats = again is not None and r0[again:again + window] == r0[:window]
-    padded = padding_duplicates([r0, r1], s.batch_size // WORLD)
-    noise = noise_probe(ctx)
-
+    shards = _measure_shards(ctx)
     rank0 = _two_ranks(ctx, work, fam.scenario)
     fam.runs["two_ranks"] = os.path.join(work, "two_ranks.h5")
-
     dropout = DropoutOff(ad.module)
-    with threads(1), process_group(0, 1, free_port()):
-        one = ctx.recorded(fam.scenario, "one_process", wrap=True, dropout_off=dropout)
-        batchnorm = has_module(one.inner, BATCHNORM)
-        ev, seen = _evaluate(ad, one)
-        one.model.train()
-        one.train(s.steps)
-        rec = one.rec
-        rec.metric("ddp_rank_overlap", overlap)
-        rec.note("ddp_rank_overlap", (
-            f"Of rank 0's first {len(e0)} samples {overlap:.1%} are also among rank 1's first "
-            f"{len(e1)}" + (": every rank trains on the same data." if overlap > 0.5 else
-                                 ".")))
-        if padded is not None and overlap <= D1_OVERLAP:
-            rec.metric("ddp_padding_duplicates", padded[0])
-            rec.note("ddp_padding_duplicates", (
-                f"In the first epoch ({padded[1]} samples per rank, {WORLD * padded[1]} in all) "
-                + (f"{padded[0]} sample(s) reach the ranks twice: the sampler pads the dataset "
-                   f"to a multiple of the world size with duplicates, so the gradient (and any "
-                   f"metric over the epoch) counts them twice." if padded[0] else
-                   "no sample reaches the ranks twice.")))
-        if noise is not None:
-            rec.metric("ddp_ranks_share_noise", int(noise[0] and noise[1]))
-            rec.note("ddp_ranks_share_noise", noise[2])
-        if again is not None:
-            rec.metric("ddp_epoch_order_repeats", int(repeats))
-            rec.note("ddp_epoch_order_repeats", (
-                f"Rank 0's second epoch (from sample {again}) " +
-                ("visits its samples in the first epoch's order." if repeats else
-                 "is shuffled anew.")))
-        g_one, g_rank = one.grads[0] if one.grads else None, rank0["grads0"]
-        if g_one and g_rank:
-            d_w = grad_distance(g_rank, g_one, WORLD)
-            d_1 = grad_distance(g_rank, g_one)
-            scale = grad_scale(g_rank, g_one)
-            # 0: rank 0's gradient is W times one process's (summed), 1: the same (averaged)
-            summed = abs(scale - WORLD) / (WORLD - 1)
-            rec.metric("ddp_step0_distance_from_w_times", d_w)
-            rec.metric("ddp_step0_scale_distance_from_w", summed)
-            rec.note("ddp_step0_grads", (
-                f"At step 0 rank 0's gradient (after the ranks' reduction) is at relative "
-                f"distance {d_1:.3g} from one process's on the same global batch, and "
-                f"{d_w:.3g} from {WORLD} times it; along one process's gradient it measures "
-                f"{scale:.4g} times it" +
-                (f" (the model has BatchNorm, so the ranks' half-batch statistics move it off "
-                 f"that direction: {WORLD} times would be a sum)." if batchnorm else ".")))
-        eval_odd, eval_note = miscounted(seen, rank0["eval_samples"], WORLD) \
-            if ev is not None else (None, "the adapter has no evaluate")
-        if eval_odd is not None:
-            rec.metric("ddp_eval_samples_miscounted", eval_odd)
-            rec.note("ddp_eval_samples_miscounted", eval_note)
-        if ev is not None and rank0["eval"] is not None:
-            diffs = {k: abs(rank0["eval"][k] - v) / max(abs(v), 1e-12)
-                     for k, v in ev.items() if k in rank0["eval"]}
-            worst = max(diffs, key=diffs.get) if diffs else None
-            if worst is not None:
-                rec.metric("ddp_rank0_metric_rel_diff", diffs[worst])
-                rec.note("ddp_rank0_metric", (
-                    f"evaluate() on the initial model: '{worst}' is {rank0['eval'][worst]:.6g} "
-                    f"on rank 0 of {WORLD} and {ev[worst]:.6g} in one process."))
-        rec.metric("ddp_data_parallel_modules", 0)
-        rec.note("ddp_data_parallel_modules", describe(built, wrapped))
-        fam.runs["one_process"] = one.save()
-        one.close()
-        one_shadow = float64_shadow(ctx, fam.scenario, one, s.steps, dropout)
-        ctx.runs[ctx.runs.index(one)] = SimpleNamespace(nonfinite=one.nonfinite,
-                                                        autocast=one.autocast)
-        del one  # DDP's reducer goes before its process group
-        gc.collect()
+    one = _train_one_process(ctx, fam, dropout, shards, rank0, describe(built, wrapped))
     ranks_shadow = (Shadow(None, None, rank0["shadow"]) if rank0["shadow"] else
                     Shadow("two_ranks_float64", os.path.join(work, "two_ranks_float64.h5")))
-    for sh in (one_shadow, ranks_shadow):
-        if sh.run:
-            fam.runs[sh.run] = sh.path
+    for shadow in (one.shadow, ranks_shadow):
+        if shadow.run:
+            fam.runs[shadow.run] = shadow.path
 
     fam.description += " " + dropout.describe()
-    fallback = "close(1e-4, 1e-6)"  # float32 summation order, where float64 cannot run
-    fam.checks += [
-        _processes_check(),
-        Check("ranks_match_one_process", "equivalence", "one_process", "two_ranks",
-              quantities=("params",), **band_rule(one_shadow, ranks_shadow, fallback),
-              explained_by=("D1", "D3", "D7"), expect_divergence=batchnorm,
-              about=f"{WORLD} ranks with half the batch each train the weights one process "
-                    f"trains with the whole batch, "
-                    f"{band_source(one_shadow, ranks_shadow, fallback)}" +
-                    (" (the model has BatchNorm: each rank normalises its own half batch, "
-                     "reported as expected)" if batchnorm else "")),
-        Check("each_rank_its_own_shard", "metric_max", "one_process",
-              quantities=("ddp_rank_overlap", "ddp_rank_overlap"), threshold=D1_OVERLAP,
-              catalogue=("D1",), about="the ranks' samples in an epoch do not overlap"),
-        Check("replicas_hold_the_same_parameters", "metric_max", "two_ranks",
-              quantities=("rank_param_mismatch", "rank_mismatch"), threshold=0,
-              about="after training every rank holds the same parameters"),
-    ]
-    if rank0["buffers"]:
-        fam.checks.append(zero_count(
-            "replicas_hold_the_same_buffers", "two_ranks", "ddp_buffers_differ_after_broadcast",
-            "D4", "every rank holds the same buffers at the start of each forward (after DDP's "
-            "buffer broadcast)"))
-    else:
-        fam.not_tested.append(NotTested("replicas_hold_the_same_buffers", ("D4",),
-                                        "the model has no buffers"))
-    _counted(fam, "epochs_reshuffled", "ddp_epoch_order_repeats", "D2",
-             "each epoch visits the rank's samples in a new order",
-             None if again is not None else f"no second epoch within {MAX_BATCHES} batches")
-    if g_one and g_rank:
-        fam.checks.append(Check(
-            "gradients_averaged_over_ranks", "metric_min", "one_process",
-            quantities=("ddp_step0_scale_distance_from_w" if batchnorm else
-                        "ddp_step0_distance_from_w_times", "ddp_step0_grads"),
-            threshold=0.5 if batchnorm else CLOSE, catalogue=("D3",),
-            about=f"the reduced gradient is not {WORLD} times one process's"))
-    else:
-        fam.not_tested.append(NotTested("gradients_averaged_over_ranks", ("D3",),
-                                        "the first step gave the optimizer no gradients"))
-    _counted(fam, "validation_samples_counted_once", "ddp_eval_samples_miscounted", "D9",
-             "the ranks' evaluations together count every validation sample as often as "
-             "one process does", eval_note if eval_odd is None else None)
-    if eval_odd:
-        fam.not_tested.append(NotTested(
-            "metric_over_all_ranks", ("D5",), f"the ranks' evaluation counts {eval_odd} "
-            f"validation sample(s) otherwise than one process does (see D9), so rank 0's metric "
-            f"differs from one process's whether or not it covers every rank"))
-    elif ev is not None and rank0["eval"] is not None:
-        fam.checks.append(Check(
-            "metric_over_all_ranks", "metric_max", "one_process",
-            quantities=("ddp_rank0_metric_rel_diff", "ddp_rank0_metric"), threshold=1e-4,
-            catalogue=("D5",), about="rank 0's evaluation covers every rank's shard"))
-    else:
-        fam.not_tested.append(NotTested("metric_over_all_ranks", ("D5",),
-                                        "the adapter has no evaluate"))
-    _counted(fam, "ranks_draw_their_own_noise", "ddp_ranks_share_noise", "D7",
-             "the ranks' batches do not add the same random noise to different samples",
-             None if noise is not None else "batches() iterates no DistributedSampler with the "
-             "rank (the audit gives both ranks the same samples through it)")
-    _counted(fam, "no_padding_duplicates", "ddp_padding_duplicates", "D6",
-             "no sample reaches the ranks twice in an epoch (a sampler's padding)",
-             "the ranks share their samples (see D1)" if overlap > D1_OVERLAP else
-             None if padded is not None else
-             f"no sample recurs within {MAX_BATCHES} batches of a rank (no second epoch, or "
-             f"the samples' first tensor is augmented afresh)")
+    _check_replicas(fam, one, ranks_shadow, bool(rank0["buffers"]))
+    _check_epoch_order(fam, shards)
+    _check_gradient_average(fam, one)
+    _check_evaluation(fam, one, rank0["eval"])
+    _check_noise_and_padding(fam, shards)
     return fam
+
+
+FAMILY = FamilyDeclaration("ddp", run, ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D9", "D10"),
+                           needs=("wrap_ddp",), description=DESCRIPTION)

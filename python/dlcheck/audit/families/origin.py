@@ -25,7 +25,8 @@ DOMAIN = frozenset({
     "rpow", "ipow", "float_power", "acos", "asin", "atanh", "acosh", "lgamma", "digamma",
     "polygamma", "mvlgamma", "xlogy", "erfinv", "logit", "arccos", "arcsin", "arctanh",
     "arccosh"})
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: dlcheck's own folder (this file is dlcheck/audit/families/origin.py)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _TORCH = os.path.dirname(os.path.abspath(torch.__file__))
 
 

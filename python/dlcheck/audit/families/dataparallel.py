@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .adapter import AdapterError
+from ..adapter import AdapterError
 
 KIND = torch.nn.DataParallel
 

@@ -17,21 +17,21 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import os
 import re
 import sys
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
-from . import patch
-from .adapter import AdapterError
-from .context import Context
-from .loop import AutocastOff, Run, grad_distance
-from .scenario import Check, Family, NotTested, zero_count
+from .. import patch
+from ..adapter import AdapterError
+from ..context import Context
+from ..declaration import FamilyDeclaration
+from ..loop import AutocastOff, Run, grad_distance
+from ..scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's mixed-precision step (autocast, GradScaler) against the same step "
                "in float32: unscaled before clipping, no underflow, close to fp32.")
@@ -179,7 +179,7 @@ def run(ctx: Context) -> Family:
     fam = Family("amp", DESCRIPTION)
     s = ctx.settings
     if not ctx.adapter.has("make_scaler") and ctx.trained and not ctx.autocast_seen:
-        fam.not_tested.append(NotTested("all_checks", ("A1", "A2", "A3", "A6"),
+        fam.not_tested.append(NotTested("all_checks", FAMILY.ids,
                                         "the step uses neither autocast nor a GradScaler"))
         return fam
     fp32 = ctx.recorded(fam.scenario, "fp32", fp32=True)
@@ -194,7 +194,7 @@ def run(ctx: Context) -> Family:
     if not amp.autocast and amp.scaler is None:
         amp.close()
         fam.runs = {}
-        fam.not_tested.append(NotTested("all_checks", ("A1", "A2", "A3", "A6"),
+        fam.not_tested.append(NotTested("all_checks", FAMILY.ids,
                                         "the step uses neither autocast nor a scaler"))
         return fam
     rec = amp.rec
@@ -249,6 +249,9 @@ def run(ctx: Context) -> Family:
     return fam
 
 
+FAMILY = FamilyDeclaration("amp", run, ("A1", "A2", "A3", "A6"), description=DESCRIPTION)
+
+
 def autocast_unsupported(error: AdapterError, ctx: Context) -> bool:
     """Whether `error` is the team's step failing for want of a kernel in the
     dtype its autocast chose (a dtype error raised while autocast was on),
@@ -257,8 +260,7 @@ def autocast_unsupported(error: AdapterError, ctx: Context) -> bool:
     return seen and UNSUPPORTED.search(str(error)) is not None
 
 
-def without_autocast(family: Callable[[Context], Family], ctx: Context, name: str,
-                     ids: tuple, error: AdapterError) -> Family:
+def without_autocast(family: FamilyDeclaration, ctx: Context, error: AdapterError) -> Family:
     """A family whose step raised `error` under the team's autocast on this
     machine: run again with autocast forced off, its checks hold for the
     step in float32 and a not_tested check says what was not run; the amp
@@ -269,10 +271,10 @@ def without_autocast(family: Callable[[Context], Family], ctx: Context, name: st
     ctx.family_done()
     ctx.runs = []
     reason = f"the step cannot run under its autocast on this machine ({error})"
-    if name != "amp":
+    if family.name != "amp":
         try:
             with AutocastOff(ctx.adapter).on():
-                fam = family(ctx)
+                fam = family.run(ctx)
         except AdapterError as again:
             if not autocast_unsupported(again, ctx):
                 raise
@@ -282,6 +284,6 @@ def without_autocast(family: Callable[[Context], Family], ctx: Context, name: st
             fam.not_tested.append(NotTested(
                 "under_team_autocast", (), f"this family ran with autocast off: {reason}"))
             return fam
-    fam = Family(name, getattr(inspect.getmodule(family), "DESCRIPTION", ""))
-    fam.not_tested.append(NotTested("all_checks", ids, reason))
+    fam = Family(family.name, family.description)
+    fam.not_tested.append(NotTested("all_checks", family.ids, reason))
     return fam

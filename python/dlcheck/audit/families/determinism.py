@@ -9,10 +9,11 @@ stream keyed by thread (N3) moves the float32 run and its shadow alike and
 stays far outside that band."""
 from __future__ import annotations
 
-from .context import BF16_TOLERANCE, Context
-from .loop import threads
-from .noise import Shadow, band_rule, band_source, float64_shadow
-from .scenario import Check, Family, NotTested
+from ..context import BF16_TOLERANCE, Context
+from ..declaration import FamilyDeclaration
+from ..loop import threads
+from ..noise import Shadow, band_rule, band_source, float64_shadow
+from ..scenario import Check, Family, NotTested
 
 #: where a step cannot run in float64: rounding-level differences of the
 #: loss are not N3, a random stream keyed by thread is far larger
@@ -70,3 +71,6 @@ def run(ctx: Context) -> Family:
         fam.not_tested.append(NotTested("eval_leaves_training_alone", ("D8",),
                                         "the adapter has no evaluate"))
     return fam
+
+
+FAMILY = FamilyDeclaration("determinism", run, ("N2", "N3", "D8"), description=DESCRIPTION)

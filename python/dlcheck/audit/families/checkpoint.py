@@ -17,15 +17,19 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
 import torch.distributed as dist
 
-from .adapter import MODULE_PREFIX, AdapterError
-from .context import Context
+from ...recorder import Recorder
+from ..adapter import MODULE_PREFIX, AdapterError
+from ..context import Context
+from ..declaration import FamilyDeclaration
+from ..loop import Run
+from ..scenario import Check, Family, NotTested, zero_count
 from .ddp import free_port, process_group
-from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's checkpoint: saved at step k, rebuilt from the factories, loaded and "
                "continued, bitwise the same as the straight run; its keys match a fresh model.")
@@ -279,33 +283,31 @@ def _some(names: list, n: int = 4) -> str:
     return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
-def run(ctx: Context) -> Family:
-    """The family; with the adapter's wrap_ddp the model is wrapped as the
-    team's training wraps it (in a 1-rank process group unless one is
-    already up), so that a checkpoint saved from the wrapper is what is
-    diagnosed."""
-    if not ctx.adapter.has("wrap_ddp") or dist.is_initialized():
-        return _run(ctx, wrap=ctx.adapter.has("wrap_ddp"))
-    with process_group(0, 1, free_port()):
-        return _run(ctx, wrap=True)
+@dataclass
+class Saved:
+    """The straight run at save_checkpoint (step k): what a load must bring back."""
+    state: dict[str, Any]   # optimizer, rng, scaler, scheduler, lr (per group), model
+    draws: bool             # the training after step k draws from torch's global RNG
+    lrs: list               # the straight run's learning rates, step by step
 
 
-def _run(ctx: Context, wrap: bool) -> Family:
-    fam = Family("checkpoint", DESCRIPTION)
+def _state_at_save(run: Run) -> dict[str, Any]:
+    return {"optimizer": copy.deepcopy(run.optimizer.state_dict()),
+            "rng": torch.get_rng_state(),
+            "scaler": copy.deepcopy(run.scaler.state_dict()) if run.scaler else None,
+            "scheduler": _plain(run.scheduler.state_dict()) if run.scheduler else None,
+            "lr": [float(g.get("lr", 0.0)) for g in run.optimizer.param_groups],
+            "model": {n: t.detach().clone() for n, t in run.inner.state_dict().items()}}
+
+
+def _train_straight(ctx: Context, fam: Family, wrap: bool, k: int, path: str) -> Optional[Saved]:
+    """Trains k steps, saves the checkpoint at `path` and trains on to the
+    end (None: the first k steps did not train)."""
     s, ad = ctx.settings, ctx.adapter
-    k = max(1, s.steps // 2)
-    path = os.path.join(ctx.work, "checkpoint.pt")
-
     straight = ctx.run(wrap=wrap)
     if not straight.train(k):
-        return fam
-    at_save = {"optimizer": copy.deepcopy(straight.optimizer.state_dict()),
-               "rng": torch.get_rng_state(),
-               "scaler": copy.deepcopy(straight.scaler.state_dict()) if straight.scaler else None,
-               "scheduler": _plain(straight.scheduler.state_dict()) if straight.scheduler
-               else None,
-               "lr": [float(g.get("lr", 0.0)) for g in straight.optimizer.param_groups],
-               "model": {n: t.detach().clone() for n, t in straight.inner.state_dict().items()}}
+        return None
+    at_save = _state_at_save(straight)
     with straight.hooks_detached():
         ad.checkpoint_call("save_checkpoint", path, straight.model, straight.optimizer,
                            straight.scaler, straight.scheduler)
@@ -319,24 +321,11 @@ def _run(ctx: Context, wrap: bool) -> Family:
     draws = not torch.equal(rng_before, torch.get_rng_state())
     fam.runs["straight"] = straight.save()
     straight.close()
+    return Saved(at_save, draws, straight.lrs)
 
-    resumed = ctx.run(wrap=wrap)
-    for _ in range(k):  # the data position, before the load restores any random state
-        resumed.next_micro_batches()
-    ad.checkpoint_call("load_checkpoint", path, resumed.model, resumed.optimizer, resumed.scaler,
-                       resumed.scheduler)
-    lost_sched: list = []
-    if resumed.scheduler is not None:
-        loaded_sched = _plain(resumed.scheduler.state_dict())
-        _differences(at_save["scheduler"], loaded_sched, "", lost_sched)
-        lr_loaded = [float(g.get("lr", 0.0)) for g in resumed.optimizer.param_groups]
-    lost_opt: list = []
-    _differences(at_save["optimizer"], resumed.optimizer.state_dict(), "", lost_opt)
-    rng_lost = not torch.equal(at_save["rng"], torch.get_rng_state())
-    model_lost: list = []
-    _differences(at_save["model"], resumed.inner.state_dict(), "", model_lost)
-    resumed.record(ctx.trace_path(fam.scenario, "resumed"), "resumed", fam.scenario)
-    rec = resumed.rec
+
+def _note_restored_state(rec: Recorder, k: int, lost_opt: list, rng_lost: bool,
+                         model_lost: list) -> None:
     rec.metric("optimizer_state_lost", len(lost_opt))
     rec.note("optimizer_state_lost", (
         f"After load_checkpoint the optimizer state differs from the saved run's at step {k} "
@@ -350,57 +339,114 @@ def _run(ctx: Context, wrap: bool) -> Family:
     rec.note("model_state_after_load", (
         f"Not restored by the load: {_some(model_lost)}." if model_lost else
         "Every parameter and buffer was restored by the load."))
+
+
+def _note_scaler_state(rec: Recorder, saved: Any, loaded: Mapping) -> None:
+    lost_scaler: list = []
+    _differences(saved, loaded, "", lost_scaler)
+    rec.metric("scaler_state_lost", len(lost_scaler))
+    rec.note("scaler_state_lost", (
+        f"After load_checkpoint the GradScaler state differs: {_some(lost_scaler)}."
+        if lost_scaler else "After load_checkpoint the GradScaler state is the saved one."))
+
+
+def _note_saved_keys(rec: Recorder, diag: dict[str, Any]) -> None:
+    rec.metric("checkpoint_module_prefix", len(diag["prefixed"]))
+    rec.note("checkpoint_module_prefix", (
+        f"{len(diag['prefixed'])} saved keys carry DDP's 'module.' prefix "
+        f"({_some(diag['prefixed'], 2)}): a plain model.load_state_dict fails with "
+        f"unexpected keys." if diag["prefixed"] else "No saved key carries 'module.'."))
+    rec.metric("checkpoint_missing_keys", len(diag["missing"]))
+    rec.note("checkpoint_missing_keys", (
+        f"The saved state dict lacks {len(diag['missing'])} of the model's keys "
+        f"({_some(diag['missing'])}), yet load_checkpoint raised nothing: those tensors "
+        f"silently keep their fresh values." if diag["missing"] else
+        "The saved state dict has every key of the model."))
+    rec.metric("checkpoint_shape_mismatches", len(diag["shapes"]))
+    rec.note("checkpoint_shape_mismatches", (
+        f"The model after load_checkpoint has another architecture than the checkpoint's: "
+        f"{len(diag['shapes'])} shape mismatches ({_some(diag['shapes'], 3)}), yet the load "
+        f"raised nothing: those tensors were not restored." if diag["shapes"] else
+        "Every saved shape matches the model's."))
+
+
+def _whole_modules(path: str) -> Optional[list[str]]:
+    """The nn.Modules pickled whole into the checkpoint (None: torch.load
+    cannot read it)."""
+    readable, saved = _load(path)
+    return pickled_modules(saved) if readable else None
+
+
+def _note_pickled_modules(rec: Recorder, whole: list[str]) -> None:
+    rec.metric("checkpoint_pickled_modules", len(whole))
+    rec.note("checkpoint_pickled_modules", (
+        f"save_checkpoint pickled {len(whole)} whole nn.Module object(s) into the file: "
+        f"{_some(whole, 3)}. torch.load rebuilds each from its class by module path, so "
+        f"the checkpoint stops loading once that class is renamed, moved or changed."
+        if whole else "The checkpoint holds no nn.Module object (state dicts only)."))
+
+
+@dataclass
+class Resumed:
+    """What loading the checkpoint into a rebuilt run left, as the checks ask."""
+    ok: bool                   # the resumed run trained to the end
+    rng_lost: bool
+    scaler: bool               # the run has a GradScaler / an LR scheduler
+    scheduler: bool
+    diag: Optional[dict]       # key_diagnosis of the saved keys, None: no state dict found
+    whole: Optional[list]      # the modules pickled whole, None: torch.load cannot read it
+
+
+def _resume(ctx: Context, fam: Family, wrap: bool, k: int, path: str, saved: Saved) -> Resumed:
+    """A rebuilt run at the data position of step k, the checkpoint loaded
+    into it and compared with the saved state, trained on to the end."""
+    s, ad = ctx.settings, ctx.adapter
+    resumed = ctx.run(wrap=wrap)
+    for _ in range(k):  # the data position, before the load restores any random state
+        resumed.next_micro_batches()
+    ad.checkpoint_call("load_checkpoint", path, resumed.model, resumed.optimizer, resumed.scaler,
+                       resumed.scheduler)
+    lost_sched: list = []
+    if resumed.scheduler is not None:
+        loaded_sched = _plain(resumed.scheduler.state_dict())
+        _differences(saved.state["scheduler"], loaded_sched, "", lost_sched)
+        lr_loaded = [float(g.get("lr", 0.0)) for g in resumed.optimizer.param_groups]
+    lost_opt: list = []
+    _differences(saved.state["optimizer"], resumed.optimizer.state_dict(), "", lost_opt)
+    rng_lost = not torch.equal(saved.state["rng"], torch.get_rng_state())
+    model_lost: list = []
+    _differences(saved.state["model"], resumed.inner.state_dict(), "", model_lost)
+    resumed.record(ctx.trace_path(fam.scenario, "resumed"), "resumed", fam.scenario)
+    rec = resumed.rec
+    _note_restored_state(rec, k, lost_opt, rng_lost, model_lost)
     if resumed.scaler is not None:
-        lost_scaler: list = []
-        _differences(at_save["scaler"], resumed.scaler.state_dict(), "", lost_scaler)
-        rec.metric("scaler_state_lost", len(lost_scaler))
-        rec.note("scaler_state_lost", (
-            f"After load_checkpoint the GradScaler state differs: {_some(lost_scaler)}."
-            if lost_scaler else "After load_checkpoint the GradScaler state is the saved one."))
+        _note_scaler_state(rec, saved.state["scaler"], resumed.scaler.state_dict())
     if resumed.scheduler is not None:
         rec.metric("scheduler_state_lost", len(lost_sched))
     # the saved keys against the model the load left (unwrapped: a plain model's keys), so
     # that an architecture rebuilt at load time (a config read then, a resized head) shows
     diag = key_diagnosis(path, resumed.inner.state_dict())
     if diag is not None:
-        rec.metric("checkpoint_module_prefix", len(diag["prefixed"]))
-        rec.note("checkpoint_module_prefix", (
-            f"{len(diag['prefixed'])} saved keys carry DDP's 'module.' prefix "
-            f"({_some(diag['prefixed'], 2)}): a plain model.load_state_dict fails with "
-            f"unexpected keys." if diag["prefixed"] else "No saved key carries 'module.'."))
-        rec.metric("checkpoint_missing_keys", len(diag["missing"]))
-        rec.note("checkpoint_missing_keys", (
-            f"The saved state dict lacks {len(diag['missing'])} of the model's keys "
-            f"({_some(diag['missing'])}), yet load_checkpoint raised nothing: those tensors "
-            f"silently keep their fresh values." if diag["missing"] else
-            "The saved state dict has every key of the model."))
-        rec.metric("checkpoint_shape_mismatches", len(diag["shapes"]))
-        rec.note("checkpoint_shape_mismatches", (
-            f"The model after load_checkpoint has another architecture than the checkpoint's: "
-            f"{len(diag['shapes'])} shape mismatches ({_some(diag['shapes'], 3)}), yet the load "
-            f"raised nothing: those tensors were not restored." if diag["shapes"] else
-            "Every saved shape matches the model's."))
-    readable, saved = _load(path)
-    whole = pickled_modules(saved) if readable else None
-    del saved
+        _note_saved_keys(rec, diag)
+    whole = _whole_modules(path)
     if whole is not None:
-        rec.metric("checkpoint_pickled_modules", len(whole))
-        rec.note("checkpoint_pickled_modules", (
-            f"save_checkpoint pickled {len(whole)} whole nn.Module object(s) into the file: "
-            f"{_some(whole, 3)}. torch.load rebuilds each from its class by module path, so "
-            f"the checkpoint stops loading once that class is renamed, moved or changed."
-            if whole else "The checkpoint holds no nn.Module object (state dicts only)."))
+        _note_pickled_modules(rec, whole)
     ok = resumed.train(s.steps - k)
     if resumed.scheduler is not None:  # written once the resumed run's learning rates are known
         lost_sched.sort(key=lambda p: (p.count("."), p))  # top-level entries first
         rec.note("scheduler_state_lost", _scheduler_note(
-            k, lost_sched, at_save["scheduler"], loaded_sched, at_save["lr"], lr_loaded,
-            straight.lrs, resumed.lrs))
+            k, lost_sched, saved.state["scheduler"], loaded_sched, saved.state["lr"], lr_loaded,
+            saved.lrs, resumed.lrs))
     fam.runs["resumed"] = resumed.save()
     resumed.close()
-    if not ok:
-        return fam
+    return Resumed(ok, rng_lost, resumed.scaler is not None, resumed.scheduler is not None, diag,
+                   whole)
 
+
+def _check_resumed_state(fam: Family, k: int, draws: bool, resumed: Resumed) -> None:
+    """The resumed run against the straight one, and each piece of state
+    the load must bring back: optimizer (C1), RNG (C3), scaler (C2),
+    scheduler (C7)."""
     fam.checks += [
         Check("resume_matches_straight_run", "equivalence", "straight", "resumed",
               quantities=("loss", "params", "buffers"), tolerance="bitwise",
@@ -418,16 +464,21 @@ def _run(ctx: Context, wrap: bool) -> Family:
             "rng_state_restored", ("C3",),
             f"the training after step {k} draws nothing from torch's global RNG (no dropout, "
             f"random augmentation or shuffling from it), so its state cannot change the resumed "
-            f"run (the load {'did not restore' if rng_lost else 'restored'} it)"))
-    for part, obj, cid, what in (("scaler", resumed.scaler, "C2", "the GradScaler state"),
-                                 ("scheduler", resumed.scheduler, "C7",
-                                  "the LR scheduler's state")):
-        if obj is not None:
+            f"run (the load {'did not restore' if resumed.rng_lost else 'restored'} it)"))
+    for part, present, cid, what in (("scaler", resumed.scaler, "C2", "the GradScaler state"),
+                                     ("scheduler", resumed.scheduler, "C7",
+                                      "the LR scheduler's state")):
+        if present:
             fam.checks.append(zero_count(f"{part}_state_restored", "resumed", f"{part}_state_lost",
                                          cid, f"the checkpoint brings {what} back"))
         else:
             fam.not_tested.append(NotTested(f"{part}_state_restored", (cid,),
                                             f"the adapter has no make_{part}"))
+
+
+def _check_saved_keys(fam: Family, diag: Optional[dict]) -> None:
+    """The saved keys load into a plain model (C4), all of them (C5), in
+    the model's shapes (C6)."""
     if diag is not None:
         fam.checks += [
             zero_count("checkpoint_keys_unprefixed", "resumed", "checkpoint_module_prefix", "C4",
@@ -441,6 +492,9 @@ def _run(ctx: Context, wrap: bool) -> Family:
         fam.not_tested.append(NotTested(
             "checkpoint_key_diagnosis", ("C4", "C5", "C6"),
             "torch.load found no state dict (a mapping of names to tensors) in the checkpoint"))
+
+
+def _check_no_whole_model(fam: Family, whole: Optional[list]) -> None:
     if whole is not None:
         fam.checks.append(zero_count(
             "checkpoint_holds_no_whole_model", "resumed", "checkpoint_pickled_modules", "C8",
@@ -449,4 +503,34 @@ def _run(ctx: Context, wrap: bool) -> Family:
         fam.not_tested.append(NotTested(
             "checkpoint_holds_no_whole_model", ("C8",),
             "torch.load cannot read the checkpoint (the team's own format)"))
+
+
+def _run(ctx: Context, wrap: bool) -> Family:
+    fam = Family("checkpoint", DESCRIPTION)
+    k = max(1, ctx.settings.steps // 2)
+    path = os.path.join(ctx.work, "checkpoint.pt")
+    saved = _train_straight(ctx, fam, wrap, k, path)
+    if saved is None:
+        return fam
+    resumed = _resume(ctx, fam, wrap, k, path, saved)
+    if not resumed.ok:
+        return fam
+    _check_resumed_state(fam, k, saved.draws, resumed)
+    _check_saved_keys(fam, resumed.diag)
+    _check_no_whole_model(fam, resumed.whole)
     return fam
+
+
+def run(ctx: Context) -> Family:
+    """The family; with the adapter's wrap_ddp the model is wrapped as the
+    team's training wraps it (in a 1-rank process group unless one is
+    already up), so that a checkpoint saved from the wrapper is what is
+    diagnosed."""
+    if not ctx.adapter.has("wrap_ddp") or dist.is_initialized():
+        return _run(ctx, wrap=ctx.adapter.has("wrap_ddp"))
+    with process_group(0, 1, free_port()):
+        return _run(ctx, wrap=True)
+
+
+FAMILY = FamilyDeclaration("checkpoint", run, ("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8"),
+                           needs=("save_checkpoint", "load_checkpoint"), description=DESCRIPTION)

@@ -16,7 +16,7 @@ from typing import Any, Optional
 import torch
 import xxhash
 
-from .adapter import sample_keys
+from ..adapter import sample_keys
 
 
 class EvalSamples:

@@ -16,8 +16,9 @@ from typing import Any, Iterator
 
 import torch
 
-from .context import BATCHNORM, DROPOUT, Context
-from .scenario import Family, NotTested, zero_count
+from ..context import BATCHNORM, DROPOUT, Context
+from ..declaration import FamilyDeclaration
+from ..scenario import Family, NotTested, zero_count
 
 DESCRIPTION = ("The team's evaluation: repeatable, in eval mode, without autograd, leaving "
                "the BatchNorm statistics alone; frozen BatchNorm stays frozen while training.")
@@ -177,3 +178,7 @@ def run(ctx: Context) -> Family:
         fam.not_tested.append(NotTested("frozen_batchnorm_stays", ("M4",),
                                         "the model has no BatchNorm whose parameters are frozen"))
     return fam
+
+
+FAMILY = FamilyDeclaration("inference", run, ("M1", "M2", "M3", "M4"),
+                           needs=("evaluate",), description=DESCRIPTION)

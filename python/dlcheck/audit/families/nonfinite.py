@@ -7,9 +7,10 @@ team's line, the module, the step) and whether it is a function outside
 its domain or an overflow: the check's advice follows from it."""
 from __future__ import annotations
 
-from .context import Context
+from ..context import Context
+from ..declaration import FamilyDeclaration
+from ..scenario import Check, Family
 from .origin import trace_origin
-from .scenario import Check, Family
 
 DESCRIPTION = "The team's training stays finite; the first inf/NaN is located by step and layer."
 
@@ -32,3 +33,6 @@ def run(ctx: Context) -> Family:
         "training_stays_finite", "nonfinite", "trained", catalogue=("N1",),
         about="no inf/NaN in the recorded loss, layer outputs, gradients or parameters"))
     return fam
+
+
+FAMILY = FamilyDeclaration("nonfinite", run, ("N1",), description=DESCRIPTION)

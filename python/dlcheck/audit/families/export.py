@@ -43,9 +43,10 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
-from .adapter import AdapterError
-from .context import Context
-from .scenario import Family, NotTested, zero_count
+from ..adapter import AdapterError
+from ..context import Context
+from ..declaration import FamilyDeclaration
+from ..scenario import Family, NotTested, zero_count
 
 DESCRIPTION = ("Deployment parity: the exported model (the team's export, else TorchScript and "
                "ONNX made by the audit) against eager model.eval() on held-out batches at two "
@@ -407,6 +408,10 @@ def run(ctx: Context) -> Family:
             fam.checks.append(zero_count(name, "trained", f"export_{pitfall.lower()}_mismatches",
                                          pitfall, about, note=f"export_{pitfall.lower()}"))
     return fam
+
+
+FAMILY = FamilyDeclaration("export", run, ("X1", "X2", "X3", "X4", "X5", "X6"),
+                           description=DESCRIPTION)
 
 
 def _summary(outcomes: list[Outcome]) -> str:

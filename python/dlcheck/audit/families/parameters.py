@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import torch
 
+from ..context import Context
+from ..declaration import FamilyDeclaration
+from ..scenario import Check, Family, NotTested, zero_count
 from . import modulestate
-from .context import Context
 from .export import model_input
-from .scenario import Check, Family, NotTested, zero_count
 
 DESCRIPTION = ("Every parameter the team's model should train trains: requires_grad on, in "
                "the optimizer, given gradients by the training step.")
@@ -90,6 +91,9 @@ def run(ctx: Context) -> Family:
             "module_state_registered", "trained", "plain_state_lost_at_reload", "F4",
             "every tensor training changes is a parameter or buffer (in the state dict)"))
     return fam
+
+
+FAMILY = FamilyDeclaration("parameters", run, ("F1", "F2", "F3", "F4"), description=DESCRIPTION)
 
 
 def _unregistered_state(ctx: Context, r, before: modulestate.Snapshot) -> str:
