@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence, Union
 import torch
 
 from . import (accumulation, amp, checkpoint, ddp, determinism, export, harness, inference,
-               nonfinite, parameters, summary)
+               memory, nonfinite, parameters, summary)
 from .adapter import AdapterError, load_adapter
 from .context import Context
 from .scenario import Family, NotTested
@@ -35,6 +35,7 @@ FAMILIES: dict[str, tuple[Callable[[Context], Family], tuple, tuple]] = {
     "ddp": (ddp.run, ("wrap_ddp",), ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D9", "D10")),
     "amp": (amp.run, (), ("A1", "A2", "A3", "A6")),
     "export": (export.run, (), ("X1", "X2", "X3", "X4", "X5", "X6")),
+    "memory": (memory.run, (), ("R1", "R2", "M2")),
 }
 #: a file in an output folder that marks it as an audit's, safe to replace
 MARK = "summary.txt"
