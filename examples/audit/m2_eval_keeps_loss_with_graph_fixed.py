@@ -4,7 +4,8 @@ import torch
 import torch.nn.functional as F
 
 from common import digits, train
-from m2_eval_keeps_loss_with_graph import batches, make_model, make_optimizer, train_step  # noqa: F401
+from m2_eval_keeps_loss_with_graph import (batches, make_model, make_optimizer,  # noqa: F401
+                                           train_step)
 
 HISTORY = []
 

@@ -1,7 +1,8 @@
 """Digits classifier, SGD. Pitfall R1: the model keeps its hidden
 features for a plot of how they evolve in training, appending them to a
 list attribute at every training forward: each entry holds its forward's
-autograd graph, and the list grows with every step (the fixed twin: r1_forward_appends_to_list_fixed.py)."""
+autograd graph, and the list grows with every step (the fixed twin:
+r1_forward_appends_to_list_fixed.py)."""
 import torch
 import torch.nn as nn
 

@@ -2,7 +2,8 @@
 evaluation collects its predictions in a list of its own, gone when it
 returns."""
 from common import train
-from r2_eval_keeps_every_prediction import batches, make_model, make_optimizer, train_step  # noqa: F401
+from r2_eval_keeps_every_prediction import (batches, make_model, make_optimizer,  # noqa: F401
+                                            train_step)
 from r2_eval_keeps_every_prediction import evaluate as evaluate_into
 
 

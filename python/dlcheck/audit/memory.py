@@ -1,46 +1,50 @@
 """Memory retention: what the team's training step, and its evaluate(),
-leave alive from one call to the next (R1, R2; M2 for an evaluation
-that keeps its autograd graph).
+leave alive from one call to the next (R1, R2; M2 for an evaluation that
+keeps its autograd graph).
 
-The team's step runs TRAIN_STEPS times, evaluate() EVAL_CALLS times
-after it; after each call a census counts what is alive in the process:
-the autograd nodes reachable from every live tensor's grad_fn (a graph
-kept alive) and the bytes of the live tensors outside any graph (tensors
-kept, detached). Correct code leaves the same things alive after every
-step once its first steps have allocated gradients, optimizer state and
-caches: a count that grows at every step after the warm-up is retention
-that grows with the run's length. The series are in the trace's notes.
+The team's step runs TRAIN_STEPS times, then evaluate() EVAL_CALLS times;
+before the first call and after each, a census counts what is alive in
+the process: the autograd nodes reachable from every live tensor's
+grad_fn (a graph kept alive) and the storage bytes of the live tensors
+without a grad_fn (tensors kept, detached or made under no_grad). Correct
+code leaves the same things alive after every step once its first steps
+have made the gradients, the optimizer state and its caches. The series
+are the checks' notes in the trace.
 
-How it counts, chosen by measurement (python/tests/test_audit_memory.py
-keeps the cases; torch 1.13, CPU, an MLP 64-64-10 on batches of 32, 10
-steps, this 2-core machine):
+How it counts, chosen by measurement (bench/memory_census.py: torch 1.13,
+CPU, an MLP 64-64-10 with Adam on batches of 32; per-call differences over
+10 calls, this 2-core machine; a step takes 1.2-3 ms):
 
-  method (per step)                      overhead  loss kept  loss .detach()  forward keeps h
-  gc tensors' storage bytes              30-60 ms  +4 B       +4 B            +8192 B
-  autograd nodes from live tensors       40-60 ms  +7 nodes   0               +3 nodes
-  saved tensors alive (saved_tensors_    25-35 ms  0          0               +16384 B
-    hooks pack + weakref)
-  CPU memory profiler (self bytes)       +13 ms    noise of ~1e5 B a step (its own buffers)
+  method, after each call     measure  loss    loss      forward   eval keeps
+                              ms       kept    .detach() keeps h   outputs
+  gc tensors' storage bytes   31-87    +4 B    +4 B      +8192 B   +75776 B
+  autograd nodes from gc's    31-67    +7      0         +3        +5
+    tensors' grad_fn
+  saved tensors alive (saved_ 20-37    0       0         +16384 B  +199168 B
+    tensors_hooks, weakref)
+  CPU memory profiler, bytes  step 8x  +4 B,   +4 B      +8192 to  +75776 B
+    not freed (self_cpu_...)  slower   -16380            +9472 B
 
-Only the node count tells a loss kept with its graph (backward has freed
-the saved tensors; the nodes stay) from a detached one; the profiler's
-own allocations drown a step's retention. So: nodes from gc's live
-tensors for graphs, gc's storage bytes of tensors without a grad_fn for
-the rest; the cost is gc.collect() and gc.get_objects(), one census per
-call, wherever the team's code keeps its tensors (globals, module
-attributes, closures). Tensors only C++ holds (saved for a backward) are
-not counted as bytes; the nodes that hold them are.
+Only the node count tells a loss kept with its graph from a detached one
+(backward frees the saved tensors; the nodes stay); the saved-tensor hooks
+see nothing once backward ran, and the profiler slows the step 8 times and
+moves by its own allocations (a correct step: 0, 4, 1280 B). So the census
+takes gc's live tensors (wherever the team keeps them: globals, module
+attributes, closures), counts the nodes their grad_fn reach, and the bytes
+of those without one; its cost, gc.collect() and gc.get_objects(), is paid
+once per call, not per operation. Tensors only C++ holds (saved for a
+backward) are not counted as bytes: the nodes that hold them are.
 
 The rule (steady_growth): a series grows when every difference between
-consecutive calls after the WARMUP first calls exceeds the floor; the
-growth is the smallest of those differences. A cache that fills once, the
-optimizer state made at step 1, a counter that rises by noise, all have a
-difference at or below the floor somewhere and pass. The floor for nodes
-is 0 (a correct step's graph is freed whole); for bytes it is one sample
-of the run's own batches (the batch's bytes over its rows): a scalar kept
-per step for a log, detached (loss.detach()), is bookkeeping below it,
-not a leak. The audit's own evidence (the gradients Run keeps per step)
-is dropped before each census."""
+consecutive censuses after the first WARMUP calls exceeds the floor; the
+growth is the smallest of them. The optimizer state made at step 1, a
+cache that fills once, a count that moves by noise, each leave a
+difference at or below the floor and pass. The floor for nodes is 0 (a
+correct step's graph is freed whole, every step); for bytes it is one
+sample of the run's own batches (the bytes of the batches measured over
+their rows): a scalar kept per step for a log (loss.detach()) is
+bookkeeping below it, not a leak. The audit's own evidence (Run's copy of
+each step's gradients) is dropped before each census."""
 from __future__ import annotations
 
 import gc
@@ -49,7 +53,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .adapter import batch_rows
+from .adapter import AdapterError, batch_rows
 from .context import Context
 from .scenario import Family, NotTested, zero_count
 
@@ -57,7 +61,7 @@ DESCRIPTION = ("What the team's training step and evaluate() leave alive from on
                "next: autograd graphs and tensors kept must not grow with the run's length.")
 #: training steps and evaluate() calls measured; the first WARMUP of each may allocate
 TRAIN_STEPS = 10
-EVAL_CALLS = 6
+EVAL_CALLS = 5
 WARMUP = 2
 
 
@@ -140,11 +144,13 @@ def tensor_bytes(batch: Any) -> int:
     return 0
 
 
-def measure(call: Callable[[], Any], times: int) -> list:
-    """census() before the first of `times` calls and after each one."""
+def measure(call: Callable[[], bool], times: int) -> list:
+    """census() before the first call and after each one, for `times` calls
+    or until one returns False."""
     seen = [census()]
     for _ in range(times):
-        call()
+        if not call():
+            break
         seen.append(census())
     return seen
 
@@ -155,6 +161,15 @@ class Series:
     what: str           # "training step", "evaluate() call"
     censuses: list
     sample_bytes: float
+    stopped: str = ""   # why the loop ended before its count of calls
+
+    def untested(self) -> str:
+        """Why the series is too short to judge ("" when it is not)."""
+        if len(self.censuses) >= WARMUP + 3:
+            return ""
+        return (f"only {len(self.censuses) - 1} {self.what}s measured, fewer than the "
+                f"{WARMUP} warm-up calls and 2 more the growth rule needs"
+                f"{': ' + self.stopped if self.stopped else ''}")
 
     @property
     def nodes(self) -> list:
@@ -179,7 +194,7 @@ class Series:
                    f"no steady growth after the first {WARMUP}")
         return (f"Autograd nodes alive before the first {self.what} and after each: "
                 f"{_listing(self.nodes)} (tensors carrying them: {_listing(graphs)} bytes); "
-                f"{verdict}.")
+                f"{verdict}.{self._ended()}")
 
     def bytes_note(self) -> str:
         grow = self.byte_growth()
@@ -189,7 +204,10 @@ class Series:
                    f"no steady growth beyond one sample's {self.sample_bytes:.0f} bytes after "
                    f"the first {WARMUP}")
         return (f"Bytes of live tensors outside autograd graphs before the first {self.what} "
-                f"and after each: {_listing(self.plain)}; {verdict}.")
+                f"and after each: {_listing(self.plain)}; {verdict}.{self._ended()}")
+
+    def _ended(self) -> str:
+        return f" The loop ended early: {self.stopped}." if self.stopped else ""
 
 
 def _listing(values: list) -> str:
@@ -197,28 +215,42 @@ def _listing(values: list) -> str:
 
 
 def _train(ctx: Context, r) -> Series:
-    """TRAIN_STEPS steps of the team's train_step, a census after each."""
+    """TRAIN_STEPS steps of the team's train_step, a census after each. The
+    steps beyond AUDIT["steps"] are more than the adapter was promised: a
+    scheduler sized to that many steps (OneCycleLR raises past its
+    total_steps) or batches that run out end the series there."""
     rows = bytes_ = 0
+    stopped = ""
 
-    def step() -> None:
-        nonlocal rows, bytes_
-        micro = r.next_micro_batches()
-        rows += sum(batch_rows(m) for m in micro)
-        bytes_ += sum(tensor_bytes(m) for m in micro)
-        r.step(micro=micro)
+    def step() -> bool:
+        nonlocal rows, bytes_, stopped
+        try:
+            micro = r.next_micro_batches()
+            rows += sum(batch_rows(m) for m in micro)
+            bytes_ += sum(tensor_bytes(m) for m in micro)
+            r.step(micro=micro)
+        except AdapterError as e:
+            if r.steps_done < ctx.settings.steps or e.function not in ("batches",
+                                                                       "make_scheduler"):
+                raise
+            stopped = (f"the run stopped after {r.steps_done} steps (AUDIT['steps'] is "
+                       f"{ctx.settings.steps}): {e}")
+            return False
         r.grads.clear()  # the audit's copy of each step's gradients, not the team's memory
+        return r.nonfinite is None
 
     seen = measure(step, TRAIN_STEPS)
-    return Series("training step", seen, bytes_ / rows if rows else 0.0)
+    return Series("training step", seen, bytes_ / rows if rows else 0.0, stopped)
 
 
 def _evaluate(ctx: Context, r, sample_bytes: float) -> Series:
     """EVAL_CALLS calls of the team's evaluate(), in eval mode as a training
     loop calls it (model.train() after each), a census after each."""
-    def evaluate() -> None:
+    def evaluate() -> bool:
         r.model.eval()
         ctx.adapter.evaluate(r.model)
         r.model.train()
+        return True
 
     return Series("evaluate() call", measure(evaluate, EVAL_CALLS), sample_bytes)
 
@@ -227,26 +259,31 @@ def run(ctx: Context) -> Family:
     fam = Family("memory", DESCRIPTION)
     r = ctx.recorded(fam.scenario, "trained")
     training = _train(ctx, r)
-    series = [("train", training)]
+    evaluation = None
     if r.nonfinite is None and ctx.adapter.has("evaluate"):
-        series.append(("eval", _evaluate(ctx, r, training.sample_bytes)))
-    rec = r.rec
-    for key, s in series:
-        rec.metric(f"memory_{key}_graph_growth", s.node_growth())
-        rec.note(f"memory_{key}_graph_growth", s.graph_note())
-        rec.metric(f"memory_{key}_tensor_growth", s.byte_growth())
-        rec.note(f"memory_{key}_tensor_growth", s.bytes_note())
+        evaluation = _evaluate(ctx, r, training.sample_bytes)
+    for key, s in (("train", training), ("eval", evaluation)):
+        if s is not None and not s.untested():
+            r.rec.metric(f"memory_{key}_graph_growth", s.node_growth())
+            r.rec.note(f"memory_{key}_graph_growth", s.graph_note())
+            r.rec.metric(f"memory_{key}_tensor_growth", s.byte_growth())
+            r.rec.note(f"memory_{key}_tensor_growth", s.bytes_note())
     fam.runs["trained"] = r.save()
     r.close()
-    fam.checks += [
-        zero_count("training_keeps_no_graph", "trained", "memory_train_graph_growth", "R1",
-                   "the training step leaves no autograd graph alive that grows step by step"),
-        zero_count("training_keeps_no_tensors", "trained", "memory_train_tensor_growth", "R2",
-                   "the training step accumulates no tensors from step to step"),
-    ]
-    if len(series) == 1:
-        why = ("the adapter has no evaluate" if not ctx.adapter.has("evaluate") else
-               "training went non-finite")
+    if training.untested():
+        fam.not_tested.append(NotTested("training_keeps_nothing", ("R1", "R2"),
+                                        training.untested()))
+    else:
+        fam.checks += [
+            zero_count("training_keeps_no_graph", "trained", "memory_train_graph_growth", "R1",
+                       "the training step leaves no autograd graph alive that grows step by "
+                       "step"),
+            zero_count("training_keeps_no_tensors", "trained", "memory_train_tensor_growth",
+                       "R2", "the training step accumulates no tensors from step to step"),
+        ]
+    why = ("the adapter has no evaluate" if not ctx.adapter.has("evaluate") else
+           "training went non-finite" if evaluation is None else evaluation.untested())
+    if why:
         fam.not_tested.append(NotTested("evaluation_keeps_nothing", ("M2", "R2"), why))
     else:
         fam.checks += [

@@ -1,0 +1,193 @@
+"""The memory family (R1, R2, M2 kept): the growth rule on synthetic
+series, the census of live graphs and tensors, and the family on teams'
+steps: retention caught, a correct step silent whatever it allocates
+once, a loop cut short by a scheduler sized to AUDIT["steps"] judged on
+what it measured.
+
+Needs the dlcheck binary (DLCHECK_BIN, default build/release/cli/dlcheck)."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from dlcheck.audit import run_audit
+from dlcheck.audit.memory import WARMUP, census, steady_growth, tensor_bytes
+
+from test_audit_adapter import GOOD, adapter
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "audit"
+
+
+# ---- the growth rule -----------------------------------------------------------------------
+
+def test_flat_series_does_not_grow() -> None:
+    assert steady_growth([100] * 11, WARMUP, 0) == 0
+
+
+def test_warm_up_allocation_does_not_grow() -> None:
+    # gradients at step 1, optimizer state at step 2, then flat
+    assert steady_growth([0, 500, 900] + [900] * 8, WARMUP, 0) == 0
+
+
+def test_one_off_jump_after_warm_up_does_not_grow() -> None:
+    # a cache filled once, at step 5
+    assert steady_growth([0, 5, 5, 5, 5, 9, 9, 9, 9, 9, 9], WARMUP, 0) == 0
+
+
+def test_linear_growth_is_its_slope() -> None:
+    assert steady_growth([0, 40] + [40 + 7 * i for i in range(1, 10)], WARMUP, 0) == 7
+
+
+def test_noisy_flat_series_does_not_grow() -> None:
+    rng = random.Random(0)
+    for _ in range(200):
+        series = [1000 + rng.randint(-64, 64) for _ in range(11)]
+        assert steady_growth(series, WARMUP, 0) == 0
+
+
+def test_noisy_growth_is_its_smallest_step() -> None:
+    rng = random.Random(1)
+    series = [0.0]
+    for _ in range(10):
+        series.append(series[-1] + 100 + rng.uniform(-30, 30))
+    diffs = [b - a for a, b in zip(series[WARMUP:], series[WARMUP + 1:])]
+    assert steady_growth(series, WARMUP, 0) == pytest.approx(min(diffs))
+
+
+def test_growth_at_or_below_the_floor_is_not_growth() -> None:
+    steps = [4 * i for i in range(11)]
+    assert steady_growth(steps, WARMUP, 4) == 0
+    assert steady_growth(steps, WARMUP, 3) == 4
+
+
+def test_too_short_a_series_is_not_judged() -> None:
+    assert steady_growth([0, 1, 2, 3], WARMUP, 0) == 0
+    assert steady_growth([0, 1, 2, 3, 4], WARMUP, 0) == 1
+
+
+# ---- the census ----------------------------------------------------------------------------
+
+def test_census_counts_a_kept_graph_in_nodes_and_a_detached_tensor_in_bytes() -> None:
+    w = torch.randn(16, 16, requires_grad=True)
+    x = torch.randn(8, 16)
+    before = census()
+    loss = (x @ w).relu().sum()       # SumBackward0, ReluBackward0, MmBackward0, AccumulateGrad
+    with_graph = census()
+    loss.backward()                   # backward frees the saved tensors, not the nodes
+    after_backward = census()
+    kept = (x @ w).detach().clone()   # 8 x 16 float32, no graph
+    detached = census()
+    assert with_graph.graph_nodes - before.graph_nodes == 4
+    assert after_backward.graph_nodes - before.graph_nodes == 4
+    assert with_graph.graph_bytes - before.graph_bytes == 4
+    assert detached.plain_bytes - after_backward.plain_bytes == kept.numel() * 4
+    assert detached.graph_nodes == after_backward.graph_nodes
+    del loss, kept
+    assert census().graph_nodes == before.graph_nodes
+
+
+def test_census_sees_only_what_is_reachable() -> None:
+    before = census()
+
+    class Cycle:
+        pass
+    a, b = Cycle(), Cycle()
+    a.other, b.other = b, a
+    a.t = torch.zeros(1000)
+    del a, b                          # unreachable: gc.collect() in the census frees it
+    assert census().plain_bytes == before.plain_bytes
+
+
+def test_batch_bytes_count_nested_tensors() -> None:
+    batch = {"x": torch.zeros(4, 3), "y": [torch.zeros(4, dtype=torch.int64), "label"]}
+    assert tensor_bytes(batch) == 4 * 3 * 4 + 4 * 8
+
+
+# ---- the family ----------------------------------------------------------------------------
+
+def memory(tmp_path: Path, text: str) -> dict:
+    result = run_audit(adapter(tmp_path, text), tmp_path / "out", families=["memory"])
+    assert result.message == "", result.message
+    return {o.name: o for o in result.outcomes}
+
+
+def failed(outcomes: dict) -> dict:
+    return {name: o.catalogue for name, o in outcomes.items() if o.verdict == "fail"}
+
+
+def keeping(kept: str) -> str:
+    """GOOD whose step keeps `kept` after each micro-batch's backward in a module-level list."""
+    return GOOD.replace("        loss.backward()\n",
+                        f"        loss.backward()\n        KEPT.append({kept})\n") + "\nKEPT = []\n"
+
+
+@pytest.mark.parametrize("kept,expected", [
+    ("loss", {"training_keeps_no_graph": ("R1",)}),
+    ("loss.detach()", {}),          # a scalar a step: bookkeeping, below one sample's bytes
+    ("loss.item()", {}),
+    ("model(x).detach()", {"training_keeps_no_tensors": ("R2",)}),
+], ids=["graph", "detached_scalar", "number", "detached_outputs"])
+def test_what_a_step_keeps(tmp_path: Path, kept: str, expected: dict) -> None:
+    outcomes = memory(tmp_path, keeping(kept))
+    assert failed(outcomes) == expected, {n: o.evidence for n, o in outcomes.items()}
+    assert outcomes["evaluation_keeps_nothing"].verdict == "not_tested"  # GOOD has no evaluate
+
+
+def smoothing(loss: str) -> str:
+    """GOOD whose step keeps a running average of `loss` for a progress bar."""
+    return GOOD.replace("    return loss\n",
+                        f"    EMA['loss'] = 0.9 * EMA['loss'] + 0.1 * {loss}\n"
+                        f"    return loss.item()\n") + "\nEMA = {'loss': 0.0}\n"
+
+
+def test_running_average_of_losses_kept_as_a_tensor_chains_graphs(tmp_path: Path) -> None:
+    # each step's average holds the last one's graph: a chain as long as the run
+    assert failed(memory(tmp_path, smoothing("loss"))) == {"training_keeps_no_graph": ("R1",)}
+
+
+def test_running_average_of_numbers_is_silent(tmp_path: Path) -> None:
+    outcomes = memory(tmp_path, smoothing("loss.item()"))
+    assert failed(outcomes) == {}
+    assert outcomes["training_keeps_no_graph"].verdict == "pass"
+
+
+def test_scheduler_sized_to_the_audit_steps_ends_the_loop_there(tmp_path: Path) -> None:
+    # OneCycleLR raises past total_steps: the family's steps beyond AUDIT["steps"] are not the
+    # adapter's fault, and the steps it measured are judged
+    text = GOOD + """
+AUDIT = {"steps": 6}
+
+def make_scheduler(optimizer):
+    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=7)
+"""
+    outcomes = memory(tmp_path, text)
+    assert outcomes["training_keeps_no_graph"].verdict == "pass"
+    assert "ended early" in outcomes["training_keeps_no_graph"].evidence
+
+
+def test_a_step_that_raises_within_the_audit_steps_is_the_adapters_error(tmp_path: Path) -> None:
+    text = GOOD + """
+def make_scheduler(optimizer):
+    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=2)
+"""
+    result = run_audit(adapter(tmp_path, text), tmp_path / "out", families=["memory"])
+    assert result.exit_code == 2 and "make_scheduler()" in result.message, result.message
+
+
+# ---- the example pairs, this family alone (test_audit_examples.py audits them whole) --------
+
+@pytest.mark.parametrize("stem,check,ids", [
+    ("r1_loss_kept_with_graph", "training_keeps_no_graph", ("R1",)),
+    ("r1_forward_appends_to_list", "training_keeps_no_graph", ("R1",)),
+    ("r2_eval_keeps_every_prediction", "evaluation_keeps_no_tensors", ("R2",)),
+    ("m2_eval_keeps_loss_with_graph", "evaluation_keeps_no_graph", ("M2",)),
+])
+def test_pairs(stem: str, check: str, ids: tuple, tmp_path: Path) -> None:
+    broken = run_audit(EXAMPLES / f"{stem}.py", tmp_path / "broken", families=["memory"])
+    assert failed({o.name: o for o in broken.outcomes}) == {check: ids}, broken.text
+    fixed = run_audit(EXAMPLES / f"{stem}_fixed.py", tmp_path / "fixed", families=["memory"])
+    assert {o.verdict for o in fixed.outcomes} == {"pass"}, fixed.text
