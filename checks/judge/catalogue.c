@@ -203,7 +203,7 @@ static const dlc_pitfall_entry entries[] = {
      "keep what a step or an evaluation needs afterwards as numbers (t.item(), t.tolist()) or "
      "in a bounded buffer; collect an evaluation's outputs in a list local to it",
      "the audit's memory family: bytes of live tensors outside any graph after each of 10 "
-     "steps and 6 evaluate() calls, growing by more than one sample at every call after the "
+     "steps and 5 evaluate() calls, growing by more than one sample at every call after the "
      "first 2",
      DLC_REACH_AUDIT},
     {"E1", "runtime newer than the driver supports", "CUDA errors at start",
