@@ -155,6 +155,43 @@ def test_running_average_of_numbers_is_silent(tmp_path: Path) -> None:
     assert outcomes["training_keeps_no_graph"].verdict == "pass"
 
 
+OPAQUE_BATCHES = """
+
+class Batch:
+    # the team's own batch type: the audit finds no tensor in it
+    __slots__ = ("x", "y")
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+def batches(seed, batch_size):
+    g = torch.Generator().manual_seed(seed)
+    while True:
+        yield Batch(torch.randn(batch_size, 4, generator=g),
+                    torch.randint(0, 3, (batch_size,), generator=g))
+
+def split_batch(batch, k):
+    return [Batch(x, y) for x, y in zip(batch.x.chunk(k), batch.y.chunk(k))]
+
+def train_step(model, optimizer, micro_batches):
+    optimizer.zero_grad()
+    for b in micro_batches:
+        loss = F.cross_entropy(model(b.x), b.y) / len(micro_batches)
+        loss.backward()
+    optimizer.step()
+    return loss
+"""
+
+
+def test_batches_of_unknown_size_leave_the_tensor_check_untested(tmp_path: Path) -> None:
+    text = GOOD.replace("def batches", "def _unused_batches").replace(
+        "def train_step", "def _unused_train_step") + OPAQUE_BATCHES
+    outcomes = memory(tmp_path, text)
+    assert outcomes["training_keeps_no_graph"].verdict == "pass"
+    assert outcomes["training_keeps_no_tensors"].verdict == "not_tested"
+    assert "one sample's bytes" in outcomes["training_keeps_no_tensors"].evidence
+
+
 def test_scheduler_sized_to_the_audit_steps_ends_the_loop_there(tmp_path: Path) -> None:
     # OneCycleLR raises past total_steps: the family's steps beyond AUDIT["steps"] are not the
     # adapter's fault, and the steps it measured are judged

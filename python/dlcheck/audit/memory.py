@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -255,41 +255,56 @@ def _evaluate(ctx: Context, r, sample_bytes: float) -> Series:
     return Series("evaluate() call", measure(evaluate, EVAL_CALLS), sample_bytes)
 
 
+#: each loop's checks: (name, catalogue ID, what it asks) for its graph and for its tensors
+CHECKS = {
+    "train": (("training_keeps_no_graph", "R1",
+               "the training step leaves no autograd graph alive that grows step by step"),
+              ("training_keeps_no_tensors", "R2",
+               "the training step accumulates no tensors from step to step")),
+    "eval": (("evaluation_keeps_no_graph", "M2",
+              "evaluate() leaves no autograd graph alive that grows call by call"),
+             ("evaluation_keeps_no_tensors", "R2",
+              "evaluate() accumulates no tensors from call to call")),
+}
+
+
+def _judge(fam: Family, rec, key: str, s: Optional[Series], why_not: str) -> None:
+    """The loop's metrics, notes and checks; not_tested ones with the reason
+    when it could not be measured (why_not, or too short a series)."""
+    graph, tensors = CHECKS[key]
+    why = why_not or s.untested()
+    if why:
+        fam.not_tested.append(NotTested(graph[0].replace("no_graph", "nothing"),
+                                        (graph[1], tensors[1]), why))
+        return
+    rec.metric(f"memory_{key}_graph_growth", s.node_growth())
+    rec.note(f"memory_{key}_graph_growth", s.graph_note())
+    fam.checks.append(zero_count(graph[0], "trained", f"memory_{key}_graph_growth", graph[1],
+                                 graph[2]))
+    if not s.sample_bytes:  # the rule's floor is unknown: any tensor kept would count
+        fam.not_tested.append(NotTested(tensors[0], (tensors[1],), (
+            "the batches hold no tensor the audit finds (in a tuple, list or dict), so one "
+            "sample's bytes, the least growth that counts, is not known")))
+        return
+    rec.metric(f"memory_{key}_tensor_growth", s.byte_growth())
+    rec.note(f"memory_{key}_tensor_growth", s.bytes_note())
+    fam.checks.append(zero_count(tensors[0], "trained", f"memory_{key}_tensor_growth",
+                                 tensors[1], tensors[2]))
+
+
 def run(ctx: Context) -> Family:
     fam = Family("memory", DESCRIPTION)
     r = ctx.recorded(fam.scenario, "trained")
     training = _train(ctx, r)
-    evaluation = None
-    if r.nonfinite is None and ctx.adapter.has("evaluate"):
+    evaluation, why_not = None, ""
+    if not ctx.adapter.has("evaluate"):
+        why_not = "the adapter has no evaluate"
+    elif r.nonfinite is not None:
+        why_not = "training went non-finite"
+    else:
         evaluation = _evaluate(ctx, r, training.sample_bytes)
-    for key, s in (("train", training), ("eval", evaluation)):
-        if s is not None and not s.untested():
-            r.rec.metric(f"memory_{key}_graph_growth", s.node_growth())
-            r.rec.note(f"memory_{key}_graph_growth", s.graph_note())
-            r.rec.metric(f"memory_{key}_tensor_growth", s.byte_growth())
-            r.rec.note(f"memory_{key}_tensor_growth", s.bytes_note())
+    _judge(fam, r.rec, "train", training, "")
+    _judge(fam, r.rec, "eval", evaluation, why_not)
     fam.runs["trained"] = r.save()
     r.close()
-    if training.untested():
-        fam.not_tested.append(NotTested("training_keeps_nothing", ("R1", "R2"),
-                                        training.untested()))
-    else:
-        fam.checks += [
-            zero_count("training_keeps_no_graph", "trained", "memory_train_graph_growth", "R1",
-                       "the training step leaves no autograd graph alive that grows step by "
-                       "step"),
-            zero_count("training_keeps_no_tensors", "trained", "memory_train_tensor_growth",
-                       "R2", "the training step accumulates no tensors from step to step"),
-        ]
-    why = ("the adapter has no evaluate" if not ctx.adapter.has("evaluate") else
-           "training went non-finite" if evaluation is None else evaluation.untested())
-    if why:
-        fam.not_tested.append(NotTested("evaluation_keeps_nothing", ("M2", "R2"), why))
-    else:
-        fam.checks += [
-            zero_count("evaluation_keeps_no_graph", "trained", "memory_eval_graph_growth", "M2",
-                       "evaluate() leaves no autograd graph alive that grows call by call"),
-            zero_count("evaluation_keeps_no_tensors", "trained", "memory_eval_tensor_growth",
-                       "R2", "evaluate() accumulates no tensors from call to call"),
-        ]
     return fam
