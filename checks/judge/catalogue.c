@@ -198,13 +198,13 @@ static const dlc_pitfall_entry entries[] = {
      "the audit's memory family: autograd nodes reachable from live tensors after each of 10 "
      "steps, growing at every step after the first 2",
      DLC_REACH_AUDIT},
-    {"R2", "tensors accumulated across training steps or evaluations",
-     "memory grows with every step or evaluation, detached or not",
-     "keep what a step or an evaluation needs afterwards as numbers (t.item(), t.tolist()) or "
-     "in a bounded buffer; collect an evaluation's outputs in a list local to it",
-     "the audit's memory family: bytes of live tensors outside any graph after each of 10 "
-     "steps and 5 evaluate() calls, growing by more than one sample at every call after the "
-     "first 2",
+    {"R2", "tensors kept from one evaluation to the next",
+     "memory grows with every evaluation (its outputs or predictions collected in a list that "
+     "outlives it)",
+     "collect an evaluation's outputs in a list local to it; keep what must outlive it as "
+     "numbers (t.item(), t.tolist()) or in a bounded buffer",
+     "the audit's memory family: bytes of live tensors outside any graph after each of 5 "
+     "evaluate() calls, growing by more than one sample at every call after the first 2",
      DLC_REACH_AUDIT},
     {"E1", "runtime newer than the driver supports", "CUDA errors at start",
      "install a driver that supports the CUDA runtime the build uses", "dlcheck env",

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from dlcheck.audit import run_audit
-from dlcheck.audit.memory import WARMUP, census, steady_growth, tensor_bytes
+from dlcheck.audit.memory import WARMUP, Census, Series, census, steady_growth, tensor_bytes
 
 from test_audit_adapter import GOOD, adapter
 
@@ -102,6 +102,15 @@ def test_census_sees_only_what_is_reachable() -> None:
     assert census().plain_bytes == before.plain_bytes
 
 
+def test_notes_give_the_series_and_the_growth() -> None:
+    growing = Series("training step", [Census(i, 0, 100 * i) for i in range(11)], 24.0)
+    assert "0, 100, 200" in growing.bytes_note()
+    assert "grow by at least 100 bytes every training step" in growing.bytes_note()
+    assert "grow by at least 1 nodes every training step" in growing.graph_note()
+    flat = Series("evaluate() call", [Census(3, 0, 50)] * 6, 24.0)
+    assert "no steady growth" in flat.bytes_note() and "no steady growth" in flat.graph_note()
+
+
 def test_batch_bytes_count_nested_tensors() -> None:
     batch = {"x": torch.zeros(4, 3), "y": [torch.zeros(4, dtype=torch.int64), "label"]}
     assert tensor_bytes(batch) == 4 * 3 * 4 + 4 * 8
@@ -129,7 +138,8 @@ def keeping(kept: str) -> str:
     ("loss", {"training_keeps_no_graph": ("R1",)}),
     ("loss.detach()", {}),          # a scalar a step: bookkeeping, below one sample's bytes
     ("loss.item()", {}),
-    ("model(x).detach()", {"training_keeps_no_tensors": ("R2",)}),
+    # outputs collected over an epoch for its metric: correct, noted and not checked
+    ("model(x).detach()", {}),
 ], ids=["graph", "detached_scalar", "number", "detached_outputs"])
 def test_what_a_step_keeps(tmp_path: Path, kept: str, expected: dict) -> None:
     outcomes = memory(tmp_path, keeping(kept))
@@ -180,6 +190,10 @@ def train_step(model, optimizer, micro_batches):
         loss.backward()
     optimizer.step()
     return loss
+
+def evaluate(model):
+    with torch.no_grad():
+        return float(model(torch.zeros(2, 4)).sum())
 """
 
 
@@ -188,8 +202,9 @@ def test_batches_of_unknown_size_leave_the_tensor_check_untested(tmp_path: Path)
         "def train_step", "def _unused_train_step") + OPAQUE_BATCHES
     outcomes = memory(tmp_path, text)
     assert outcomes["training_keeps_no_graph"].verdict == "pass"
-    assert outcomes["training_keeps_no_tensors"].verdict == "not_tested"
-    assert "one sample's bytes" in outcomes["training_keeps_no_tensors"].evidence
+    assert outcomes["evaluation_keeps_no_graph"].verdict == "pass"
+    assert outcomes["evaluation_keeps_no_tensors"].verdict == "not_tested"
+    assert "one sample's bytes" in outcomes["evaluation_keeps_no_tensors"].evidence
 
 
 def test_scheduler_sized_to_the_audit_steps_ends_the_loop_there(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Memory retention: what the team's training step, and its evaluate(),
-leave alive from one call to the next (R1, R2; M2 for an evaluation that
-keeps its autograd graph).
+leave alive from one call to the next: a graph kept across training steps
+(R1), tensors kept across evaluations (R2), an evaluation that keeps its
+autograd graph (M2).
 
 The team's step runs TRAIN_STEPS times, then evaluate() EVAL_CALLS times;
 before the first call and after each, a census counts what is alive in
@@ -9,7 +10,8 @@ grad_fn (a graph kept alive) and the storage bytes of the live tensors
 without a grad_fn (tensors kept, detached or made under no_grad). Correct
 code leaves the same things alive after every step once its first steps
 have made the gradients, the optimizer state and its caches. The series
-are the checks' notes in the trace.
+are the checks' notes in the trace. The bytes kept across training steps
+are noted and not checked (CHECKS says why).
 
 How it counts, chosen by measurement (bench/memory_census.py: torch 1.13,
 CPU, an MLP 64-64-10 with Adam on batches of 32; per-call differences over
@@ -42,7 +44,7 @@ cache that fills once, a count that moves by noise, each leave a
 difference at or below the floor and pass. The floor for nodes is 0 (a
 correct step's graph is freed whole, every step); for bytes it is one
 sample of the run's own batches (the bytes of the batches measured over
-their rows): a scalar kept per step for a log (loss.detach()) is
+their rows): a scalar kept per call for a log (loss.detach()) is
 bookkeeping below it, not a leak. The audit's own evidence (Run's copy of
 each step's gradients) is dropped before each census."""
 from __future__ import annotations
@@ -255,16 +257,19 @@ def _evaluate(ctx: Context, r, sample_bytes: float) -> Series:
     return Series("evaluate() call", measure(evaluate, EVAL_CALLS), sample_bytes)
 
 
-#: each loop's checks: (name, catalogue ID, what it asks) for its graph and for its tensors
+#: each loop's checks, (name, catalogue ID, what it asks), for its graph and for its tensors.
+#: Training's tensors are noted, not checked: detached outputs collected over an epoch for
+#: its metric (cleared by the team's loop, which the adapter does not show), a dataset that
+#: caches the samples it reads, a replay buffer filling up, all grow at every step of 10
+#: and are correct code. Across evaluations nothing of the kind is meant to stay.
 CHECKS = {
     "train": (("training_keeps_no_graph", "R1",
                "the training step leaves no autograd graph alive that grows step by step"),
-              ("training_keeps_no_tensors", "R2",
-               "the training step accumulates no tensors from step to step")),
+              None),
     "eval": (("evaluation_keeps_no_graph", "M2",
               "evaluate() leaves no autograd graph alive that grows call by call"),
              ("evaluation_keeps_no_tensors", "R2",
-              "evaluate() accumulates no tensors from call to call")),
+              "evaluate() leaves no tensors behind that accumulate call by call")),
 }
 
 
@@ -274,22 +279,24 @@ def _judge(fam: Family, rec, key: str, s: Optional[Series], why_not: str) -> Non
     graph, tensors = CHECKS[key]
     why = why_not or s.untested()
     if why:
-        fam.not_tested.append(NotTested(graph[0].replace("no_graph", "nothing"),
-                                        (graph[1], tensors[1]), why))
+        ids = (graph[1],) + ((tensors[1],) if tensors else ())
+        fam.not_tested.append(NotTested(graph[0].replace("no_graph", "nothing"), ids, why))
         return
     rec.metric(f"memory_{key}_graph_growth", s.node_growth())
     rec.note(f"memory_{key}_graph_growth", s.graph_note())
     fam.checks.append(zero_count(graph[0], "trained", f"memory_{key}_graph_growth", graph[1],
                                  graph[2]))
     if not s.sample_bytes:  # the rule's floor is unknown: any tensor kept would count
-        fam.not_tested.append(NotTested(tensors[0], (tensors[1],), (
-            "the batches hold no tensor the audit finds (in a tuple, list or dict), so one "
-            "sample's bytes, the least growth that counts, is not known")))
+        if tensors:
+            fam.not_tested.append(NotTested(tensors[0], (tensors[1],), (
+                "the batches hold no tensor the audit finds (in a tuple, list or dict), so "
+                "one sample's bytes, the least growth that counts, is not known")))
         return
     rec.metric(f"memory_{key}_tensor_growth", s.byte_growth())
     rec.note(f"memory_{key}_tensor_growth", s.bytes_note())
-    fam.checks.append(zero_count(tensors[0], "trained", f"memory_{key}_tensor_growth",
-                                 tensors[1], tensors[2]))
+    if tensors:
+        fam.checks.append(zero_count(tensors[0], "trained", f"memory_{key}_tensor_growth",
+                                     tensors[1], tensors[2]))
 
 
 def run(ctx: Context) -> Family:
