@@ -8,6 +8,7 @@ Needs the dlcheck binary (DLCHECK_BIN, default build/release/cli/dlcheck)."""
 from __future__ import annotations
 
 import random
+import warnings
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,14 @@ def test_census_sees_only_what_is_reachable() -> None:
     a.t = torch.zeros(1000)
     del a, b                          # unreachable: gc.collect() in the census frees it
     assert census().plain_bytes == before.plain_bytes
+
+
+def test_census_reads_no_attribute_of_other_objects() -> None:
+    # torch.distributed.reduce_op warns on any attribute read, __class__ too
+    import torch.distributed  # noqa: F401
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        census()
 
 
 def test_notes_give_the_series_and_the_growth() -> None:

@@ -93,7 +93,9 @@ def census() -> Census:
     plain: dict = {}
     roots = []
     for obj in gc.get_objects():
-        if not isinstance(obj, torch.Tensor):
+        # type(), not isinstance(): isinstance reads obj.__class__, and some objects warn on
+        # any attribute read (torch.distributed.reduce_op)
+        if not issubclass(type(obj), torch.Tensor):
             continue
         try:
             grad_fn = obj.grad_fn
