@@ -158,7 +158,7 @@ def test_summary_names_every_family_and_what_was_not_tested(tmp_path: Path) -> N
     result = run_audit(adapter(tmp_path, GOOD), tmp_path / "out")
     families = {o.family for o in result.outcomes}
     assert families == {"parameters", "accumulation", "inference", "nonfinite", "determinism",
-                        "checkpoint", "ddp", "amp", "export"}
+                        "checkpoint", "ddp", "amp", "export", "memory"}
     untested = {o.family: o.evidence for o in result.outcomes if o.verdict == "not_tested"}
     assert "evaluate" in untested["inference"] and "save_checkpoint" in untested["checkpoint"]
     assert "wrap_ddp" in untested["ddp"] and "autocast" in untested["amp"]
