@@ -153,6 +153,9 @@ def keeping(kept: str) -> str:
 def test_what_a_step_keeps(tmp_path: Path, kept: str, expected: dict) -> None:
     outcomes = memory(tmp_path, keeping(kept))
     assert failed(outcomes) == expected, {n: o.evidence for n, o in outcomes.items()}
+    if expected:
+        assert "during the training steps by: KEPT in pipeline.py (10 new, 10 held)" in \
+            outcomes["training_keeps_no_graph"].evidence
     assert outcomes["evaluation_keeps_nothing"].verdict == "not_tested"  # GOOD has no evaluate
 
 
@@ -165,7 +168,10 @@ def smoothing(loss: str) -> str:
 
 def test_running_average_of_losses_kept_as_a_tensor_chains_graphs(tmp_path: Path) -> None:
     # each step's average holds the last one's graph: a chain as long as the run
-    assert failed(memory(tmp_path, smoothing("loss"))) == {"training_keeps_no_graph": ("R1",)}
+    outcomes = memory(tmp_path, smoothing("loss"))
+    assert failed(outcomes) == {"training_keeps_no_graph": ("R1",)}
+    assert "during the training steps by: EMA in pipeline.py (1 new, 1 held)." in \
+        outcomes["training_keeps_no_graph"].evidence
 
 
 def test_running_average_of_numbers_is_silent(tmp_path: Path) -> None:
@@ -241,14 +247,19 @@ def make_scheduler(optimizer):
 
 # ---- the example pairs, this family alone (test_audit_examples.py audits them whole) --------
 
-@pytest.mark.parametrize("stem,check,ids", [
-    ("r1_loss_kept_with_graph", "training_keeps_no_graph", ("R1",)),
-    ("r1_forward_appends_to_list", "training_keeps_no_graph", ("R1",)),
-    ("r2_eval_keeps_every_prediction", "evaluation_keeps_no_tensors", ("R2",)),
-    ("m2_eval_keeps_loss_with_graph", "evaluation_keeps_no_graph", ("M2",)),
+@pytest.mark.parametrize("stem,check,ids,held_by", [
+    ("r1_loss_kept_with_graph", "training_keeps_no_graph", ("R1",),
+     "by: LOSSES in r1_loss_kept_with_graph.py (10 new, "),
+    ("r1_forward_appends_to_list", "training_keeps_no_graph", ("R1",),
+     "by: model.features (10 new, 10 held)."),
+    ("r2_eval_keeps_every_prediction", "evaluation_keeps_no_tensors", ("R2",), ""),
+    ("m2_eval_keeps_loss_with_graph", "evaluation_keeps_no_graph", ("M2",),
+     "during the evaluate() calls by: HISTORY in m2_eval_keeps_loss_with_graph.py (5 new, "),
 ])
-def test_pairs(stem: str, check: str, ids: tuple, tmp_path: Path) -> None:
+def test_pairs(stem: str, check: str, ids: tuple, held_by: str, tmp_path: Path) -> None:
     broken = run_audit(EXAMPLES / f"{stem}.py", tmp_path / "broken", families=["memory"])
-    assert failed({o.name: o for o in broken.outcomes}) == {check: ids}, broken.text
+    outcomes = {o.name: o for o in broken.outcomes}
+    assert failed(outcomes) == {check: ids}, broken.text
+    assert held_by in outcomes[check].evidence
     fixed = run_audit(EXAMPLES / f"{stem}_fixed.py", tmp_path / "fixed", families=["memory"])
     assert {o.verdict for o in fixed.outcomes} == {"pass"}, fixed.text

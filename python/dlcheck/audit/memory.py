@@ -10,8 +10,10 @@ grad_fn (a graph kept alive) and the storage bytes of the live tensors
 without a grad_fn (tensors kept, detached or made under no_grad). Correct
 code leaves the same things alive after every step once its first steps
 have made the gradients, the optimizer state and its caches. The series
-are the checks' notes in the trace. The bytes kept across training steps
-are noted and not checked (CHECKS says why).
+are the checks' notes in the trace; when the graphs grow, the note names
+what took them (holdings: the team's module-level names and the model's
+attributes, "LOSSES in train.py (10 new, 44 held)"). The bytes kept
+across training steps are noted and not checked (CHECKS says why).
 
 How it counts, chosen by measurement (bench/memory_census.py: torch 1.13,
 CPU, an MLP 64-64-10 with Adam on batches of 32; per-call differences over
@@ -49,8 +51,13 @@ bookkeeping below it, not a leak. The audit's own evidence (Run's copy of
 each step's gradients) is dropped before each census."""
 from __future__ import annotations
 
+import collections
 import gc
-from dataclasses import dataclass
+import itertools
+import os
+import sys
+from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -75,6 +82,15 @@ class Census:
     plain_bytes: int   # storage bytes of live tensors without a grad_fn
 
 
+def _grad_fn(t: torch.Tensor) -> Any:
+    """t.grad_fn; None for an undefined tensor (torch's own placeholders),
+    which has none to read."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
 def _storage(t: torch.Tensor) -> tuple:
     """(address, bytes) of t's storage; (id, 0) for a tensor without one
     (sparse, meta): such tensors' bytes are not counted."""
@@ -97,10 +113,7 @@ def census() -> Census:
         # any attribute read (torch.distributed.reduce_op)
         if not issubclass(type(obj), torch.Tensor):
             continue
-        try:
-            grad_fn = obj.grad_fn
-        except RuntimeError:  # an undefined tensor (torch's own placeholders): nothing held
-            continue
+        grad_fn = _grad_fn(obj)
         key, size = _storage(obj)
         if grad_fn is not None:
             roots.append(grad_fn)
@@ -124,6 +137,59 @@ def _reachable(roots: list) -> int:
         seen[id(node)] = node
         stack.extend(n for n, _ in node.next_functions)
     return len(seen)
+
+
+def _has_graph(value: Any) -> bool:
+    return issubclass(type(value), torch.Tensor) and _grad_fn(value) is not None
+
+
+def _graphs_in(value: Any) -> set:
+    """The ids of the tensors with a graph that value is or directly holds
+    (a list, tuple, set, deque or dict of them)."""
+    if _has_graph(value):
+        return {id(value)}
+    if issubclass(type(value), dict):  # type(), not isinstance(): as in census()
+        value = value.values()
+    elif not issubclass(type(value), (list, tuple, set, collections.deque)):
+        return set()
+    return {id(v) for v in itertools.islice(value, 100_000) if _has_graph(v)}
+
+
+def _library(path: str) -> bool:
+    """Whether a module's file is Python's, an installed package's or dlcheck's."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))}
+    path = os.path.abspath(path)
+    return any(path.startswith(os.path.join(r, "")) for r in roots)
+
+
+def holdings(model: torch.nn.Module) -> dict:
+    """{"LOSSES in train.py": ids of the tensors with a graph it holds} for
+    the module-level names of the team's modules (those outside Python, its
+    installed packages and dlcheck) and the attributes of the model's
+    modules ("model.encoder.cache") that hold any."""
+    found = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not issubclass(type(module), ModuleType) or not isinstance(path, str) or \
+                _library(path):
+            continue
+        for name, value in list(vars(module).items()):
+            if not name.startswith("__"):
+                found[f"{name} in {os.path.basename(path)}"] = _graphs_in(value)
+    for prefix, m in model.named_modules():
+        for name, value in vars(m).items():
+            if not name.startswith("_"):
+                found[f"model{'.' + prefix if prefix else ''}.{name}"] = _graphs_in(value)
+    return {where: ids for where, ids in found.items() if ids}
+
+
+def kept_in(before: dict, after: dict) -> list:
+    """The holders of after that took tensors with a graph since before, the
+    most first (at most 3): "LOSSES in train.py (10 new, 44 held)"."""
+    new = sorted(((len(ids - before.get(where, set())), len(ids), where)
+                  for where, ids in after.items()), reverse=True)
+    return [f"{where} ({n} new, {held} held)" for n, held, where in new[:3] if n]
 
 
 def steady_growth(series: Sequence[float], warmup: int, floor: float) -> float:
@@ -166,6 +232,7 @@ class Series:
     censuses: list
     sample_bytes: float
     stopped: str = ""   # why the loop ended before its count of calls
+    held_by: list = field(default_factory=list)  # kept_in(), when the graphs grew
 
     def untested(self) -> str:
         """Why the series is too short to judge ("" when it is not)."""
@@ -196,9 +263,11 @@ class Series:
                    f"{WARMUP}: a graph is kept alive from each one (a loss or output kept "
                    f"without .item()/.detach())" if grow else
                    f"no steady growth after the first {WARMUP}")
+        held = (f" Tensors with a graph taken during the {self.what}s by: "
+                f"{'; '.join(self.held_by)}." if grow and self.held_by else "")
         return (f"Autograd nodes alive before the first {self.what} and after each: "
                 f"{_listing(self.nodes)} (tensors carrying them: {_listing(graphs)} bytes); "
-                f"{verdict}.{self._ended()}")
+                f"{verdict}.{held}{self._ended()}")
 
     def bytes_note(self) -> str:
         grow = self.byte_growth()
@@ -243,8 +312,9 @@ def _train(ctx: Context, r) -> Series:
         r.grads.clear()  # the audit's copy of each step's gradients, not the team's memory
         return r.nonfinite is None
 
-    seen = measure(step, TRAIN_STEPS)
-    return Series("training step", seen, bytes_ / rows if rows else 0.0, stopped)
+    before = holdings(r.inner)
+    return _located(Series("training step", measure(step, TRAIN_STEPS),
+                           bytes_ / rows if rows else 0.0, stopped), r.inner, before)
 
 
 def _evaluate(ctx: Context, r, sample_bytes: float) -> Series:
@@ -256,7 +326,17 @@ def _evaluate(ctx: Context, r, sample_bytes: float) -> Series:
         r.model.train()
         return True
 
-    return Series("evaluate() call", measure(evaluate, EVAL_CALLS), sample_bytes)
+    before = holdings(r.inner)
+    return _located(Series("evaluate() call", measure(evaluate, EVAL_CALLS), sample_bytes),
+                    r.inner, before)
+
+
+def _located(s: Series, model: torch.nn.Module, before: dict) -> Series:
+    """s with the holders that took tensors with a graph during its calls,
+    when its graphs grew."""
+    if s.node_growth():
+        s.held_by = kept_in(before, holdings(model))
+    return s
 
 
 #: each loop's checks, (name, catalogue ID, what it asks), for its graph and for its tensors.
