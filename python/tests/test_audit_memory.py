@@ -8,14 +8,17 @@ Needs the dlcheck binary (DLCHECK_BIN, default build/release/cli/dlcheck)."""
 from __future__ import annotations
 
 import random
+import sys
 import warnings
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 
 from dlcheck.audit import run_audit
-from dlcheck.audit.memory import WARMUP, Census, Series, census, steady_growth, tensor_bytes
+from dlcheck.audit.memory import (WARMUP, Census, Series, census, holdings, kept_in,
+                                  steady_growth, tensor_bytes)
 
 from test_audit_adapter import GOOD, adapter
 
@@ -109,6 +112,24 @@ def test_census_reads_no_attribute_of_other_objects() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         census()
+
+
+def test_holdings_name_the_team_names_and_model_attributes_holding_graphs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    w = torch.randn(3, requires_grad=True)
+    # one file imported twice (as the adapter, and by name from its fixed twin)
+    first, second = ModuleType("team_first"), ModuleType("team_second")
+    first.__file__ = second.__file__ = str(tmp_path / "train.py")
+    first.LOSSES, second.LOSSES = [w * 2, w * 3], []
+    monkeypatch.setitem(sys.modules, "team_first", first)
+    monkeypatch.setitem(sys.modules, "team_second", second)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 1))
+    model[0].cache = {"last": w * 4}
+    before = holdings(model)
+    assert {k: len(v) for k, v in before.items()} == {"LOSSES in train.py": 2,
+                                                      "model.0.cache": 1}
+    first.LOSSES.append(w * 5)
+    assert kept_in(before, holdings(model)) == ["LOSSES in train.py (1 new, 3 held)"]
 
 
 def test_notes_give_the_series_and_the_growth() -> None:

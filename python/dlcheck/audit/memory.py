@@ -168,7 +168,7 @@ def holdings(model: torch.nn.Module) -> dict:
     the module-level names of the team's modules (those outside Python, its
     installed packages and dlcheck) and the attributes of the model's
     modules ("model.encoder.cache") that hold any."""
-    found = {}
+    found: dict = collections.defaultdict(set)  # one file imported twice: both modules' ids
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if not issubclass(type(module), ModuleType) or not isinstance(path, str) or \
@@ -176,11 +176,11 @@ def holdings(model: torch.nn.Module) -> dict:
             continue
         for name, value in list(vars(module).items()):
             if not name.startswith("__"):
-                found[f"{name} in {os.path.basename(path)}"] = _graphs_in(value)
+                found[f"{name} in {os.path.basename(path)}"] |= _graphs_in(value)
     for prefix, m in model.named_modules():
         for name, value in vars(m).items():
             if not name.startswith("_"):
-                found[f"model{'.' + prefix if prefix else ''}.{name}"] = _graphs_in(value)
+                found[f"model{'.' + prefix if prefix else ''}.{name}"] |= _graphs_in(value)
     return {where: ids for where, ids in found.items() if ids}
 
 
