@@ -188,6 +188,24 @@ static const dlc_pitfall_entry entries[] = {
     {"N4", "CUDA/cuDNN/cuBLAS/NCCL version changed", "silent numerical drift",
      "record a golden on the new stack and compare with dlcheck compare before upgrading",
      "golden comparison with the environment difference", DLC_REACH_GPU},
+    /* R: memory retention across steps, in a team's own loop (the audit's
+     * memory family): the engine's steps keep nothing alive to break. */
+    {"R1", "an autograd graph kept alive across training steps",
+     "memory grows with every step (a loss or output kept without .item()/.detach(), state a "
+     "forward appends to) until the process runs out",
+     "keep numbers, not graphs: losses.append(loss.item()); a tensor kept across steps as "
+     "t.detach() (and bounded: keep the last, or a running mean)",
+     "the audit's memory family: autograd nodes reachable from live tensors after each of 10 "
+     "steps, growing at every step after the first 2",
+     DLC_REACH_AUDIT},
+    {"R2", "tensors kept from one evaluation to the next",
+     "memory grows with every evaluation (its outputs or predictions collected in a list that "
+     "outlives it)",
+     "collect an evaluation's outputs in a list local to it; keep what must outlive it as "
+     "numbers (t.item(), t.tolist()) or in a bounded buffer",
+     "the audit's memory family: bytes of live tensors outside any graph after each of 5 "
+     "evaluate() calls, growing by more than one sample at every call after the first 2",
+     DLC_REACH_AUDIT},
     {"E1", "runtime newer than the driver supports", "CUDA errors at start",
      "install a driver that supports the CUDA runtime the build uses", "dlcheck env",
      DLC_REACH_GPU},

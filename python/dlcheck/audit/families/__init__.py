@@ -11,7 +11,7 @@ from ..declaration import FamilyDeclaration
 
 #: the family modules, in the order an audit runs them and reports them
 ORDER = ("parameters", "accumulation", "inference", "nonfinite", "determinism", "checkpoint",
-         "ddp", "amp", "export", "environment")
+         "ddp", "amp", "export", "memory", "environment")
 
 
 def _declared(module: str) -> FamilyDeclaration:
