@@ -269,5 +269,5 @@ def _divergence_size(evidence: str) -> str:
 
 
 def _id_order(i: str) -> tuple:
-    order = "GADMCFNE"
+    order = "GADMCFNREX"  # docs/pitfalls.md's groups, in its order
     return (order.index(i[0]) if i[0] in order else len(order), int(i[1:] or 0))
