@@ -1,6 +1,7 @@
 /* dlcheck's own catalogue of pitfalls, with stable IDs (G1 to X6, in the
- * groups of docs/pitfalls.md). Each entry must end up with a scenario variant that injects it and a check that
- * catches it; `dlcheck list` and the pitfall-coverage test read this table. */
+ * groups of docs/pitfalls.md). Each entry must end up with a scenario
+ * variant that injects it and a check that catches it; `dlcheck list` and
+ * the pitfall-coverage test read this table. */
 #ifndef DLC_CATALOGUE_H
 #define DLC_CATALOGUE_H
 
