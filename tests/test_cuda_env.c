@@ -96,6 +96,12 @@ static void test_e3_built_vs_loaded(void **state) {
   assert_true(c.ok);
   assert_true(contains(c.message, "NCCL 2.28.3 at build, not loaded"));
 
+  /* NCCL before 2.9, like cuDNN 8, counts its major in thousands */
+  dl_cuda_versions old_nccl = {0, 0, 0, 2708}, newer_nccl = {0, 0, 0, 2804};
+  dl_cuda_check_built_vs_loaded(&old_nccl, &newer_nccl, DL_CUDA_DLCHECK, &c);
+  assert_false(c.ok);
+  assert_true(contains(c.message, "NCCL built against 2.7.8 but 2.8.4 is loaded"));
+
   dl_cuda_versions no_headers = {13000, 130000, 0, 0};
   dl_cuda_check_built_vs_loaded(&no_headers, &same, DL_CUDA_DLCHECK, &c);
   assert_true(c.ok);

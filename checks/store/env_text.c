@@ -2,6 +2,8 @@
  * field as the JSON and `dlcheck env` show it, and the aligned listing. */
 #include "store/env.h"
 
+#include "backend/cuda_env.h"
+
 #include <string.h>
 
 /* One row per key, in the JSON's order: its index, JSON key and label. */
@@ -38,16 +40,12 @@ static const char not_available[] = "not available", not_probed[] = "not probed"
 
 static void set(char *dst, size_t len, const char *src) { snprintf(dst, len, "%s", src); }
 
-/* CUDA's 12040 -> "12.4" */
-static void cuda_version_text(int v, char *buf, size_t len) {
-  if (v <= 0) set(buf, len, not_available);
-  else snprintf(buf, len, "%d.%d", v / 1000, v % 1000 / 10);
-}
-
-/* major*div + minor*100 + patch -> "major.minor.patch" */
-static void triple_text(int v, int div, char *buf, size_t len) {
-  if (v <= 0) set(buf, len, not_available);
-  else snprintf(buf, len, "%d.%d.%d", v / div, v % div / 100, v % 100);
+/* A version backend/cuda_env.h formats, or "not available" where absent. */
+static void version_text(int v, bool cuda, char *buf, size_t len) {
+  set(buf, len,
+      v <= 0 ? not_available
+      : cuda ? dl_cuda_version(v).s
+             : dl_cuda_library_version(v).s);
 }
 
 static void devices_text(const dlc_env *e, char *buf, size_t len) {
@@ -76,12 +74,12 @@ static void cuda_value(const dlc_env *e, int k, char *buf, size_t len) {
     return;
   }
   switch (k) {
-  case K_DRIVER: cuda_version_text(e->cuda_driver, buf, len); break;
+  case K_DRIVER: version_text(e->cuda_driver, true, buf, len); break;
   case K_DEVICES: devices_text(e, buf, len); break;
-  case K_RUNTIME: cuda_version_text(e->cuda_runtime, buf, len); break;
-  case K_CUBLAS: triple_text(e->cublas, 10000, buf, len); break;
-  case K_CUDNN: triple_text(e->cudnn, e->cudnn >= 90000 ? 10000 : 1000, buf, len); break;
-  default: triple_text(e->nccl, e->nccl >= 20900 ? 10000 : 1000, buf, len); break;
+  case K_RUNTIME: version_text(e->cuda_runtime, true, buf, len); break;
+  case K_CUBLAS: version_text(e->cublas, false, buf, len); break;
+  case K_CUDNN: version_text(e->cudnn, false, buf, len); break;
+  default: version_text(e->nccl, false, buf, len); break;
   }
 }
 

@@ -40,11 +40,10 @@ dl_cuda_version_text dl_cuda_version(int v) { /* 12040 -> 12.4 */
   return t;
 }
 
-static dl_cuda_version_text library_version(int v, bool cudnn) {
+dl_cuda_version_text dl_cuda_library_version(int v) {
   dl_cuda_version_text t;
-  if (cudnn && v < 10000) /* cuDNN 8: major*1000 + minor*100 + patch */
-    snprintf(t.s, sizeof t.s, "%d.%d.%d", v / 1000, v % 1000 / 100, v % 100);
-  else snprintf(t.s, sizeof t.s, "%d.%d.%d", v / 10000, v % 10000 / 100, v % 100);
+  int div = v < 10000 ? 1000 : 10000; /* cuDNN 8, NCCL before 2.9: major*1000 */
+  snprintf(t.s, sizeof t.s, "%d.%d.%d", v / div, v % div / 100, v % 100);
   return t;
 }
 
@@ -196,21 +195,21 @@ void dl_cuda_check_arch_vs_device(const char *archs, int major, int minor, dl_cu
 typedef struct library {
   const char *name;
   int built, loaded;
-  bool cuda_style, cudnn;
+  bool cuda_style;
 } library;
 
 static dl_cuda_version_text text_of(const library *l, int v) {
-  return l->cuda_style ? dl_cuda_version(v) : library_version(v, l->cudnn);
+  return l->cuda_style ? dl_cuda_version(v) : dl_cuda_library_version(v);
 }
 
 void dl_cuda_check_built_vs_loaded(const dl_cuda_versions *built, const dl_cuda_versions *loaded,
                                    dl_cuda_subject who, dl_cuda_check *out) {
   begin(out, "E3");
   const library libs[] = {
-      {"CUDA runtime", built->runtime, loaded->runtime, true, false},
-      {"cuBLAS", built->cublas, loaded->cublas, false, false},
-      {"cuDNN", built->cudnn, loaded->cudnn, false, true},
-      {"NCCL", built->nccl, loaded->nccl, false, false},
+      {"CUDA runtime", built->runtime, loaded->runtime, true},
+      {"cuBLAS", built->cublas, loaded->cublas, false},
+      {"cuDNN", built->cudnn, loaded->cudnn, false},
+      {"NCCL", built->nccl, loaded->nccl, false},
   };
   const char *sep = "";
   for (size_t i = 0; i < sizeof libs / sizeof *libs; i++) {

@@ -73,6 +73,10 @@ typedef struct dl_cuda_version_text {
 } dl_cuda_version_text;
 /* A CUDA version as text: 12040 -> "12.4". */
 dl_cuda_version_text dl_cuda_version(int v);
+/* A library version as text: cuBLAS 120304 -> "12.3.4", cuDNN 90100 ->
+ * "9.1.0" and 8907 -> "8.9.7", NCCL 22304 -> "2.23.4" and 2708 -> "2.7.8"
+ * (below 10000 the major counts in thousands, for each of them). */
+dl_cuda_version_text dl_cuda_library_version(int v);
 
 #ifdef __cplusplus
 }
