@@ -16,6 +16,8 @@
  * its measured error. sin and cos use Taylor coefficients 1/n!. */
 #include "numerics/fmath.h"
 
+#include "numerics/cpu.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -497,21 +499,26 @@ static DL_FMATH_AVX512 void erff_chunk(const float *in, float *out, int64_t n) {
     __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(1.0), _CMP_LT_OQ);
     __mmask8 sat = _mm512_cmp_pd_mask(a, _mm512_set1_pd(4.0), _CMP_GE_OQ);
     __mmask8 mid = (__mmask8)(~(small | sat | nan));
-    _mm512_mask_compressstoreu_pd(mid_x + mids, mid, x);
-    _mm512_mask_compressstoreu_epi64(mid_at + mids, mid,
-                                     _mm512_add_epi64(_mm512_set1_epi64(i),
-                                                      _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7)));
+    /* Compressed in a register and stored whole (the buffers have 8 spare
+     * slots): a compressing store to memory costs several times more. */
+    _mm512_storeu_pd(mid_x + mids, _mm512_maskz_compress_pd(mid, x));
+    _mm512_storeu_si512(mid_at + mids,
+                        _mm512_maskz_compress_epi64(
+                            mid, _mm512_add_epi64(_mm512_set1_epi64(i),
+                                                  _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7))));
     mids += __builtin_popcount(mid);
     __m512d r = negate8_where(neg, _mm512_set1_pd(1.0));
     r = _mm512_mask_mov_pd(r, small, _mm512_mul_pd(x, horner8(ERF_SMALL, 10, _mm512_mul_pd(x, x))));
     store8(out + i, r, nan, in + i, dl_erff);
   }
+  float mid_y[ERF_CHUNK + 8];
   for (int64_t j = 0; j < mids; j += 8) {
     const __mmask8 lanes = (__mmask8)(mids - j >= 8 ? 0xff : (1u << (mids - j)) - 1u);
     __m512d e = erf_mid8(_mm512_maskz_loadu_pd(lanes, mid_x + j), lanes);
-    _mm512_mask_i64scatter_ps(out, lanes, _mm512_maskz_loadu_epi64(lanes, mid_at + j),
-                              _mm512_cvtpd_ps(e), 4);
+    _mm256_storeu_ps(mid_y + j, _mm512_cvtpd_ps(e));
   }
+  /* Scalar stores: cheaper here than a scatter instruction. */
+  for (int64_t j = 0; j < mids; j++) out[mid_at[j]] = mid_y[j];
 }
 
 /* f8 over in[0..n-1], eight at a time; a short tail through a zero-padded
@@ -528,14 +535,8 @@ static DL_FMATH_AVX512 void over_array(void (*f8)(const float *, float *), const
   }
 }
 
-static bool have_avx512(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
-}
-
 #else
 
-static bool have_avx512(void) { return false; }
 static void expf8(const float *in, float *out) { (void)in, (void)out; }
 enum { ERF_CHUNK = 256 };
 static void erff_chunk(const float *in, float *out, int64_t n) { (void)in, (void)out, (void)n; }
@@ -546,7 +547,7 @@ static void over_array(void (*f8)(const float *, float *), const float *in, floa
 #endif
 
 void dl_expf_n(const float *in, float *out, int64_t n) {
-  if (n > 0 && have_avx512()) {
+  if (n > 0 && dl_cpu_has_avx512f()) {
     over_array(expf8, in, out, n);
     return;
   }
@@ -554,7 +555,7 @@ void dl_expf_n(const float *in, float *out, int64_t n) {
 }
 
 void dl_erff_n(const float *in, float *out, int64_t n) {
-  if (n > 0 && have_avx512()) {
+  if (n > 0 && dl_cpu_has_avx512f()) {
     const int64_t whole = n / 8 * 8;
     for (int64_t i = 0; i < whole; i += ERF_CHUNK)
       erff_chunk(in + i, out + i, whole - i < ERF_CHUNK ? whole - i : ERF_CHUNK);
