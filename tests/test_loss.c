@@ -68,6 +68,41 @@ static void ce_matches_double_reference(void **state) {
   dl_tensor_free(&dx);
 }
 
+/* Rows wider than the row maximum's lanes (37 classes: two blocks of 16
+ * and a tail of 5), the maximum in a block, in the tail, exactly 0 (the
+ * sign of zero comes from the scalar loop), and a NaN in a block or the
+ * tail: per-row losses against ref_row within 2e-6 relative (as above),
+ * NaN rows NaN. */
+static void ce_wide_rows_maximum(void **state) {
+  (void)state;
+  enum { N = 5, C = 37 };
+  dl_tensor x = {0}, t = {0}, per_row = {0};
+  assert_int_equal(dl_tensor_f32(&x, 2, N, C, 0, 0, "logits"), DL_OK);
+  fill(&x, 11);
+  float *z = dl_f32(&x);
+  z[0 * C + 20] = 9.0f; /* in the second block */
+  z[1 * C + 35] = 9.0f; /* in the tail */
+  for (int k = 0; k < C; k++) z[2 * C + k] = -fabsf(z[2 * C + k]);
+  z[2 * C + 3] = -0.0f;
+  z[2 * C + 30] = 0.0f;
+  z[3 * C + 7] = NAN;
+  z[4 * C + 36] = NAN;
+  make_i32(&t, 1, (int64_t[]){N}, (const int32_t[]){1, 2, 3, 4, 5});
+  dl_ce_desc d = dl_ce_default();
+  d.reduction = DL_REDUCTION_NONE;
+  float loss;
+  assert_int_equal(dl_cross_entropy(&d, &x, &t, &loss, &per_row, NULL), DL_OK);
+  double dz[C];
+  for (int r = 0; r < 3; r++) {
+    double want = ref_row(z + r * C, C, r + 1, 0.0, dz);
+    assert_true(fabs(dl_f32(&per_row)[r] - want) <= 2e-6 * fabs(want));
+  }
+  assert_true(isnan(dl_f32(&per_row)[3]) && isnan(dl_f32(&per_row)[4]));
+  dl_tensor_free(&x);
+  dl_tensor_free(&t);
+  dl_tensor_free(&per_row);
+}
+
 /* PyTorch 1.13, float64:
  *   F.cross_entropy([[1,2,.5],[.1,-1,2],[3,0,-2]], [2,-100,0],
  *                   label_smoothing=0.3) = 1.309677009742546
@@ -465,6 +500,7 @@ static void mse_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ce_matches_double_reference),
+      cmocka_unit_test(ce_wide_rows_maximum),
       cmocka_unit_test(ce_matches_pytorch_smoothing_example),
       cmocka_unit_test(ce_hand_computed_smoothing),
       cmocka_unit_test(ce_gradient_matches_finite_differences),

@@ -69,17 +69,52 @@ typedef struct ce_row {
 
 static float ce_logit(const ce_row *r, int64_t c) { return to_half(r->z[c], r->half); }
 
+/* max_c z[c], the first NaN if there is one (as torch.max). */
+static float ce_row_max(const ce_row *r) {
+  float max = ce_logit(r, 0);
+  for (int64_t c = 1; c < r->classes && !isnan(max); c++) {
+    float v = ce_logit(r, c);
+    if (v > max || isnan(v)) max = v;
+  }
+  return max;
+}
+
+/* The same for logits that are not rounded, in CE_LANES independent lanes
+ * (the scalar loop is one long dependency chain). Without NaN the maximum
+ * is one value whatever the order, and its bits are too unless it is zero
+ * (then +0 or -0 is whichever came first): those rows take ce_row_max. */
+enum { CE_LANES = 16 };
+
+static float ce_row_max_fast(const ce_row *r) {
+  const int64_t whole = r->classes / CE_LANES * CE_LANES;
+  float lane[CE_LANES];
+  bool nan = false;
+  for (int l = 0; l < CE_LANES; l++) lane[l] = -INFINITY;
+  for (int64_t c = 0; c < whole; c += CE_LANES)
+    for (int l = 0; l < CE_LANES; l++) {
+      const float v = r->z[c + l];
+      nan |= v != v;
+      lane[l] = v > lane[l] ? v : lane[l];
+    }
+  float max = -INFINITY;
+  for (int l = 0; l < CE_LANES; l++) max = lane[l] > max ? lane[l] : max;
+  for (int64_t c = whole; c < r->classes; c++) {
+    nan |= r->z[c] != r->z[c];
+    max = r->z[c] > max ? r->z[c] : max;
+  }
+  return nan || max == 0.0f ? ce_row_max(r) : max;
+}
+
 static void ce_row_init(ce_row *r, const float *z, int64_t classes, int half, float *e) {
   r->z = z;
   r->e = e;
   r->classes = classes;
   r->half = half;
-  r->max = ce_logit(r, 0);
-  for (int64_t c = 1; c < classes && !isnan(r->max); c++) {
-    float v = ce_logit(r, c);
-    if (v > r->max || isnan(v)) r->max = v; /* NaN propagates, as torch.max */
-  }
-  for (int64_t c = 0; c < classes; c++) e[c] = ce_logit(r, c) - r->max;
+  r->max = half ? ce_row_max(r) : ce_row_max_fast(r);
+  if (!half)
+    for (int64_t c = 0; c < classes; c++) e[c] = z[c] - r->max;
+  else
+    for (int64_t c = 0; c < classes; c++) e[c] = ce_logit(r, c) - r->max;
   dl_expf_n(e, e, classes); /* dl_expf's bits, several at a time */
   r->sum = 0.0;
   for (int64_t c = 0; c < classes; c++) r->sum += (double)e[c];
