@@ -204,6 +204,45 @@ static void bitwise_same_with_one_and_two_threads(void **state) {
   dl_tensor_free(&dy);
 }
 
+/* Rows are normalized several at a time (in independent chains): 11 rows
+ * (a block and a short one) give each row the bits it gets alone, forward
+ * and dx, with a weight and bias that are not 1 and 0. */
+static void rows_together_equal_rows_alone(void **state) {
+  (void)state;
+  enum { R = 11, D = 37 };
+  dl_layer_desc d = ln_desc(D, true);
+  dl_layer l;
+  assert_int_equal(dl_layer_init(&l, &d, "", 0, 1), DL_OK);
+  gc_fill_uniform(&l.params[0].value, 3, 0.5f, 1.5f);
+  gc_fill_uniform(&l.params[1].value, 4, -1.0f, 1.0f);
+  dl_ctx ctx = gc_ctx();
+  dl_tensor x = {0}, dy = {0}, y = {0}, dx = {0};
+  make_input(&x, 2, R, D, 0, 21);
+  make_input(&dy, 2, R, D, 0, 22);
+  assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
+  assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &dy, &dx), DL_OK);
+  for (int r = 0; r < R; r++) {
+    dl_tensor x1 = {0}, dy1 = {0}, y1 = {0}, dx1 = {0};
+    assert_int_equal(dl_tensor_f32(&x1, 2, 1, D, 0, 0, "row"), DL_OK);
+    assert_int_equal(dl_tensor_f32(&dy1, 2, 1, D, 0, 0, "row dy"), DL_OK);
+    memcpy(x1.data, dl_f32(&x) + r * D, D * sizeof(float));
+    memcpy(dy1.data, dl_f32(&dy) + r * D, D * sizeof(float));
+    assert_int_equal(l.ops->forward(&l, &ctx, &x1, &y1), DL_OK);
+    assert_int_equal(l.ops->backward(&l, &ctx, &x1, &y1, &dy1, &dx1), DL_OK);
+    assert_memory_equal(y1.data, dl_f32(&y) + r * D, D * sizeof(float));
+    assert_memory_equal(dx1.data, dl_f32(&dx) + r * D, D * sizeof(float));
+    dl_tensor_free(&x1);
+    dl_tensor_free(&dy1);
+    dl_tensor_free(&y1);
+    dl_tensor_free(&dx1);
+  }
+  dl_tensor_free(&x);
+  dl_tensor_free(&dy);
+  dl_tensor_free(&y);
+  dl_tensor_free(&dx);
+  dl_layer_destroy(&l);
+}
+
 /* Autocast keeps LayerNorm in float32 (its fp32 list): same bits as off. */
 static void autocast_keeps_float32_outputs(void **state) {
   (void)state;
@@ -226,6 +265,7 @@ static void autocast_keeps_float32_outputs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(gradcheck_shapes),
+      cmocka_unit_test(rows_together_equal_rows_alone),
       cmocka_unit_test(forward_matches_double_reference),
       cmocka_unit_test(param_grads_sum_over_rows),
       cmocka_unit_test(bad_shapes_and_misuse_are_refused),

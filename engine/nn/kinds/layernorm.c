@@ -43,35 +43,56 @@ dl_status dl_layernorm_init(dl_layer *l, uint64_t seed) {
 /* ---- forward ---- */
 
 typedef struct ln_fwd_job {
-  int64_t dim;
+  int64_t dim, rows;
   const float *x, *w, *b;
   float *y, *mean, *rstd;
   double eps;
 } ln_fwd_job;
 
-static void ln_row_forward(const ln_fwd_job *j, int64_t r) {
+/* LN_ROWS rows side by side: each row's sums are still one chain in column
+ * order, so the bits are those of one row at a time, but the chains are
+ * independent and overlap (one row's chain of double adds is latency-bound:
+ * it was most of the forward's time). n <= LN_ROWS rows from r0. */
+enum { LN_ROWS = 8 };
+
+static inline void ln_rows_forward(const ln_fwd_job *j, int64_t r0, int n) {
   const int64_t dim = j->dim;
-  const float *x = j->x + r * dim;
-  float *y = j->y + r * dim;
-  double sum = 0.0, sq = 0.0;
-  for (int64_t i = 0; i < dim; i++) sum += x[i];
-  const double m = sum / (double)dim;
-  for (int64_t i = 0; i < dim; i++) sq += ((double)x[i] - m) * ((double)x[i] - m);
-  const float mean = (float)m;
-  const float rstd = (float)(1.0 / sqrt(sq / (double)dim + j->eps));
-  for (int64_t i = 0; i < dim; i++) {
-    float v = (x[i] - mean) * rstd;
-    y[i] = j->w ? v * j->w[i] + j->b[i] : v;
+  const float *x = j->x + r0 * dim;
+  double sum[LN_ROWS] = {0}, sq[LN_ROWS] = {0}, m[LN_ROWS];
+  for (int64_t i = 0; i < dim; i++)
+    for (int r = 0; r < n; r++) sum[r] += x[r * dim + i];
+  for (int r = 0; r < n; r++) m[r] = sum[r] / (double)dim;
+  for (int64_t i = 0; i < dim; i++)
+    for (int r = 0; r < n; r++)
+      sq[r] += ((double)x[r * dim + i] - m[r]) * ((double)x[r * dim + i] - m[r]);
+  for (int r = 0; r < n; r++) {
+    const float mean = (float)m[r];
+    const float rstd = (float)(1.0 / sqrt(sq[r] / (double)dim + j->eps));
+    const float *xr = x + r * dim;
+    float *y = j->y + (r0 + r) * dim;
+    if (j->w)
+      for (int64_t i = 0; i < dim; i++) y[i] = (xr[i] - mean) * rstd * j->w[i] + j->b[i];
+    else
+      for (int64_t i = 0; i < dim; i++) y[i] = (xr[i] - mean) * rstd;
+    j->mean[r0 + r] = mean;
+    j->rstd[r0 + r] = rstd;
   }
-  j->mean[r] = mean;
-  j->rstd[r] = rstd;
 }
 
+/* The range is in blocks of LN_ROWS rows (the last one may be short). */
 static void ln_forward_range(void *p, int64_t begin, int64_t end) {
-  for (int64_t r = begin; r < end; r++) ln_row_forward(p, r);
+  const ln_fwd_job *j = p;
+  for (int64_t blk = begin; blk < end; blk++) {
+    const int64_t r0 = blk * LN_ROWS, left = j->rows - r0;
+    if (left >= LN_ROWS) ln_rows_forward(j, r0, LN_ROWS);
+    else ln_rows_forward(j, r0, (int)left);
+  }
 }
 
 static int64_t ln_grain(int64_t dim) { return dim >= 8192 ? 1 : 8192 / dim; }
+
+/* ln_grain in blocks of LN_ROWS rows. */
+static int64_t ln_block_grain(int64_t dim) { return (ln_grain(dim) + LN_ROWS - 1) / LN_ROWS; }
 
 static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, dl_tensor *y) {
   char name[128];
@@ -90,6 +111,7 @@ static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, 
   }
   bool affine = l->desc.affine;
   ln_fwd_job job = {.dim = l->desc.out,
+                    .rows = rows,
                     .x = dl_f32(x),
                     .w = affine ? dl_f32(&l->params[0].value) : NULL,
                     .b = affine ? dl_f32(&l->params[1].value) : NULL,
@@ -97,7 +119,7 @@ static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, 
                     .mean = dl_f32(&mean),
                     .rstd = dl_f32(&rstd),
                     .eps = l->desc.eps};
-  dl_parallel_for(rows, ln_grain(job.dim), ln_forward_range, &job);
+  dl_parallel_for((rows + LN_ROWS - 1) / LN_ROWS, ln_block_grain(job.dim), ln_forward_range, &job);
   dl_layer_keep_saved(l, ctx, &mean, &rstd);
   return DL_OK;
 }
@@ -111,30 +133,45 @@ typedef struct ln_bwd_job {
 } ln_bwd_job;
 
 /* With xhat = (x - mean) * rstd and g = dy * w:
- * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)). */
-static void ln_row_backward(const ln_bwd_job *j, int64_t r) {
+ * dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+ * LN_ROWS rows side by side, as the forward. */
+static inline float ln_g(const ln_bwd_job *j, const float *dy, int64_t i) {
+  return j->w ? dy[i] * j->w[i] : dy[i];
+}
+
+static inline void ln_rows_backward(const ln_bwd_job *j, int64_t r0, int n) {
   const int64_t dim = j->dim;
-  const float *x = j->x + r * dim, *dy = j->dy + r * dim;
-  const float mean = j->mean[r], rstd = j->rstd[r];
-  float *dx = j->dx + r * dim;
-  double sum_g = 0.0, sum_gx = 0.0;
-  for (int64_t i = 0; i < dim; i++) {
-    float g = j->w ? dy[i] * j->w[i] : dy[i];
-    float xhat = (x[i] - mean) * rstd;
-    sum_g += g;
-    sum_gx += (double)g * xhat;
-  }
-  const float mean_g = (float)(sum_g / (double)dim);
-  const float mean_gx = (float)(sum_gx / (double)dim);
-  for (int64_t i = 0; i < dim; i++) {
-    float g = j->w ? dy[i] * j->w[i] : dy[i];
-    float xhat = (x[i] - mean) * rstd;
-    dx[i] = rstd * (g - mean_g - xhat * mean_gx);
+  const float *x = j->x + r0 * dim, *dy = j->dy + r0 * dim;
+  const float *mean = j->mean + r0, *rstd = j->rstd + r0;
+  double sum_g[LN_ROWS] = {0}, sum_gx[LN_ROWS] = {0};
+  for (int64_t i = 0; i < dim; i++)
+    for (int r = 0; r < n; r++) {
+      float g = ln_g(j, dy + r * dim, i);
+      float xhat = (x[r * dim + i] - mean[r]) * rstd[r];
+      sum_g[r] += g;
+      sum_gx[r] += (double)g * xhat;
+    }
+  for (int r = 0; r < n; r++) {
+    const float mean_g = (float)(sum_g[r] / (double)dim);
+    const float mean_gx = (float)(sum_gx[r] / (double)dim);
+    const float *xr = x + r * dim, *dyr = dy + r * dim;
+    float *dx = j->dx + (r0 + r) * dim;
+    const float m = mean[r], rs = rstd[r];
+    if (j->w)
+      for (int64_t i = 0; i < dim; i++)
+        dx[i] = rs * (dyr[i] * j->w[i] - mean_g - (xr[i] - m) * rs * mean_gx);
+    else
+      for (int64_t i = 0; i < dim; i++) dx[i] = rs * (dyr[i] - mean_g - (xr[i] - m) * rs * mean_gx);
   }
 }
 
 static void ln_dx_range(void *p, int64_t begin, int64_t end) {
-  for (int64_t r = begin; r < end; r++) ln_row_backward(p, r);
+  const ln_bwd_job *j = p;
+  for (int64_t blk = begin; blk < end; blk++) {
+    const int64_t r0 = blk * LN_ROWS, left = j->rows - r0;
+    if (left >= LN_ROWS) ln_rows_backward(j, r0, LN_ROWS);
+    else ln_rows_backward(j, r0, (int)left);
+  }
 }
 
 /* dw[i] = sum over rows of dy * xhat, db[i] = sum of dy, rows in order.
@@ -213,7 +250,7 @@ static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
                     .dx = dx ? dl_f32(dx) : NULL,
                     .dw = want_w ? grads : NULL,
                     .db = want_b ? grads + dim : NULL};
-  if (dx) dl_parallel_for(rows, ln_grain(dim), ln_dx_range, &job);
+  if (dx) dl_parallel_for((rows + LN_ROWS - 1) / LN_ROWS, ln_block_grain(dim), ln_dx_range, &job);
   if (grads) {
     const int64_t blocks = (dim + LN_COLS - 1) / LN_COLS, per_block = rows * LN_COLS;
     dl_parallel_for(blocks, per_block >= 8192 ? 1 : 8192 / (per_block > 0 ? per_block : 1),
