@@ -281,6 +281,37 @@ static void bitwise_same_with_one_and_two_threads(void **state) {
   dl_threads_shutdown();
 }
 
+/* A grad-mode forward keeps erf(x / sqrt 2) for the backward; without it
+ * (a no-grad forward, or no memory for it) the backward computes erf again:
+ * dx has the same bits all three ways. */
+static void gelu_backward_same_bits_with_or_without_kept_erf(void **state) {
+  (void)state;
+  dl_layer l;
+  make_act(&l, DL_GELU, false);
+  dl_ctx ctx = gc_ctx(), nograd = gc_ctx();
+  nograd.grad_enabled = false;
+  dl_tensor x = {0}, y[3] = {{0}}, dx[3] = {{0}};
+  grid(&x);
+  run(&l, &ctx, &x, &y[0], &dx[0]);
+  assert_false(dl_tensor_empty(&l.saved[0]));
+  run(&l, &nograd, &x, &y[1], &dx[1]);
+  assert_true(dl_tensor_empty(&l.saved[0]));
+  dl_mem_fail_after(2); /* the output is had, the kept erf is not */
+  run(&l, &ctx, &x, &y[2], &dx[2]);
+  dl_mem_fail_after(0);
+  assert_true(dl_tensor_empty(&l.saved[0]));
+  for (int i = 1; i < 3; i++) {
+    assert_memory_equal(y[0].data, y[i].data, dl_tensor_bytes(&x));
+    assert_memory_equal(dx[0].data, dx[i].data, dl_tensor_bytes(&x));
+  }
+  for (int i = 0; i < 3; i++) {
+    dl_tensor_free(&y[i]);
+    dl_tensor_free(&dx[i]);
+  }
+  dl_tensor_free(&x);
+  dl_layer_destroy(&l);
+}
+
 static void bad_input_and_allocation_failures(void **state) {
   (void)state;
   dl_layer l;
@@ -322,6 +353,7 @@ int main(void) {
       cmocka_unit_test(gradcheck_every_kind),
       cmocka_unit_test(autocast_rounds_outputs_to_half),
       cmocka_unit_test(bitwise_same_with_one_and_two_threads),
+      cmocka_unit_test(gelu_backward_same_bits_with_or_without_kept_erf),
       cmocka_unit_test(bad_input_and_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

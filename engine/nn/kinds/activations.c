@@ -60,6 +60,9 @@ typedef struct act_job {
   const float *in; /* forward: x; backward: x or y, as the kind needs */
   const float *dy;
   float *out;
+  /* GELU (erf form): erf(x / sqrt 2), written by a forward in grad mode and
+   * read by the backward, which then need not compute it again; NULL: none. */
+  float *erf;
 } act_job;
 
 /* Blocks of a fixed length: -O2 vectorizes them whole (ReLU's select and
@@ -86,26 +89,33 @@ static void relu_grad_loop(const float *restrict dy, const float *restrict y, fl
  * time), then the float expressions of the formulas above. */
 enum { GELU_BLOCK = 256 };
 
-static void gelu_erf_loop(const float *restrict x, float *restrict y, int64_t n) {
-  float e[GELU_BLOCK];
+/* erf(x[i] / sqrt 2) for i < m into e. */
+static void gelu_erf_block(const float *restrict x, float *restrict e, int64_t m) {
+  for (int64_t i = 0; i < m; i++) e[i] = x[i] * kSqrt1_2;
+  dl_erff_n(e, e, m);
+}
+
+/* keep: where the erf values go for the backward, or NULL. */
+static void gelu_erf_loop(const float *restrict x, float *restrict y, float *restrict keep,
+                          int64_t n) {
+  float scratch[GELU_BLOCK];
   for (int64_t i0 = 0; i0 < n; i0 += GELU_BLOCK) {
     int64_t m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
-    for (int64_t i = 0; i < m; i++) e[i] = x[i0 + i] * kSqrt1_2;
-    dl_erff_n(e, e, m);
+    float *e = keep ? keep + i0 : scratch;
+    gelu_erf_block(x + i0, e, m);
     for (int64_t i = 0; i < m; i++) y[i0 + i] = x[i0 + i] * 0.5f * (1.0f + e[i]);
   }
 }
 
+/* kept: the forward's erf values, or NULL (then computed here). */
 static void gelu_erf_grad_loop(const float *restrict dy, const float *restrict x,
-                               float *restrict dx, int64_t n) {
-  float e[GELU_BLOCK], g[GELU_BLOCK];
+                               const float *restrict kept, float *restrict dx, int64_t n) {
+  float scratch[GELU_BLOCK], g[GELU_BLOCK];
   for (int64_t i0 = 0; i0 < n; i0 += GELU_BLOCK) {
     int64_t m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
-    for (int64_t i = 0; i < m; i++) {
-      e[i] = x[i0 + i] * kSqrt1_2;
-      g[i] = x[i0 + i] * x[i0 + i] * -0.5f;
-    }
-    dl_erff_n(e, e, m);
+    const float *e = kept ? kept + i0 : scratch;
+    if (!kept) gelu_erf_block(x + i0, scratch, m);
+    for (int64_t i = 0; i < m; i++) g[i] = x[i0 + i] * x[i0 + i] * -0.5f;
     dl_expf_n(g, g, m);
     for (int64_t i = 0; i < m; i++) {
       float cdf = 0.5f * (1.0f + e[i]);
@@ -122,7 +132,7 @@ static void act_forward_range(void *p, int64_t begin, int64_t end) {
   const int64_t n = end - begin;
   switch (j->kind) {
   case ACT_RELU: relu_loop(x, y, n); break;
-  case ACT_GELU_ERF: gelu_erf_loop(x, y, n); break;
+  case ACT_GELU_ERF: gelu_erf_loop(x, y, j->erf ? j->erf + begin : NULL, n); break;
   case ACT_GELU_TANH:
     for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_f(x[i]);
     break;
@@ -139,7 +149,7 @@ static void act_backward_range(void *p, int64_t begin, int64_t end) {
   const int64_t n = end - begin;
   switch (j->kind) {
   case ACT_RELU: relu_grad_loop(dy, s, dx, n); break;
-  case ACT_GELU_ERF: gelu_erf_grad_loop(dy, s, dx, n); break;
+  case ACT_GELU_ERF: gelu_erf_grad_loop(dy, s, j->erf ? j->erf + begin : NULL, dx, n); break;
   case ACT_GELU_TANH:
     for (int64_t i = 0; i < n; i++) dx[i] = gelu_tanh_grad(dy[i], s[i]);
     break;
@@ -165,6 +175,14 @@ static dl_status act_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
   dl_status s = dl_tensor_alloc_uninit(y, DL_F32, x->ndim, x->shape, "activation output");
   if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   act_job job = {.kind = kind, .in = dl_f32(x), .out = dl_f32(y)};
+  dl_tensor_free(&l->saved[0]);
+  if (kind == ACT_GELU_ERF && ctx->grad_enabled) {
+    /* Without the memory the backward computes erf again: same bits. */
+    if (dl_tensor_alloc_uninit(&l->saved[0], DL_F32, x->ndim, x->shape, "gelu erf of the input") ==
+        DL_OK)
+      job.erf = dl_f32(&l->saved[0]);
+    else dl_clear_error();
+  }
   dl_parallel_for(x->numel, ACT_GRAIN, act_forward_range, &job);
   dl_round_inplace(dl_f32(y), y->numel, (int)ctx->autocast);
   return DL_OK;
@@ -181,6 +199,9 @@ static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tens
                                        "activation input gradient");
   if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
   act_job job = {.kind = kind, .in = dl_f32(saved), .dy = dl_f32(dy), .out = dl_f32(dx)};
+  if (kind == ACT_GELU_ERF && !dl_tensor_empty(&l->saved[0]) &&
+      dl_tensor_same_shape(&l->saved[0], saved))
+    job.erf = dl_f32(&l->saved[0]);
   dl_parallel_for(dy->numel, ACT_GRAIN, act_backward_range, &job);
   return DL_OK;
 }
