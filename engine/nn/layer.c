@@ -6,6 +6,7 @@
 
 #include "nn/kinds/kinds.h"
 #include "core/mem.h"
+#include "core/threads.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -196,6 +197,25 @@ void dl_layer_init_uniform(dl_layer *l, uint64_t seed, float bound) {
     dl_stream s = dl_param_init_stream(p, seed);
     dl_stream_uniform_range(&s, 0, -bound, bound, dl_f32(&p->value), p->value.numel);
   }
+}
+
+typedef struct repeat_job {
+  float *y;
+  int64_t cols;
+} repeat_job;
+
+/* Rows begin+1 .. end of the job's y (the range counts the rows after the first). */
+static void repeat_rows(void *p, int64_t begin, int64_t end) {
+  const repeat_job *j = p;
+  for (int64_t r = begin + 1; r <= end; r++)
+    memcpy(j->y + r * j->cols, j->y, (size_t)j->cols * sizeof *j->y);
+}
+
+void dl_layer_repeat_first_row(float *y, int64_t rows, int64_t cols) {
+  if (rows < 2 || cols < 1) return;
+  repeat_job j = {.y = y, .cols = cols};
+  const int64_t grain = cols >= 16384 ? 1 : 16384 / cols;
+  dl_parallel_for(rows - 1, grain, repeat_rows, &j);
 }
 
 void dl_layer_keep_saved(dl_layer *l, const dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {

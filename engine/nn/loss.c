@@ -239,8 +239,9 @@ static dl_status ce_alloc_outputs(const dl_tensor *logits, const dl_tensor *targ
     DL_TRY(dl_tensor_alloc(per_row, DL_F32, targets->ndim, targets->shape,
                            "cross_entropy per-row loss"));
   if (dlogits) {
-    dl_status s = dl_tensor_alloc(dlogits, DL_F32, logits->ndim, logits->shape,
-                                  "cross_entropy dlogits");
+    /* Uninitialised: ce_rows writes every row (an ignored row's zeros too). */
+    dl_status s = dl_tensor_alloc_uninit(dlogits, DL_F32, logits->ndim, logits->shape,
+                                         "cross_entropy dlogits");
     if (s != DL_OK) {
       dl_tensor_free(per_row);
       return s;
@@ -277,7 +278,8 @@ static void ce_rows(void *ctx, int64_t begin, int64_t end) {
     j->row_loss[r] = 0.0;
     if (j->t[r] == d->ignore_index) {
       if (j->per_row) j->per_row[r] = 0.0f;
-      continue; /* dz stays zero */
+      if (j->dz) memset(j->dz + r * j->classes, 0, (size_t)j->classes * sizeof *j->dz);
+      continue;
     }
     ce_row row;
     ce_row_init(&row, j->logits + r * j->classes, j->classes, d->half_dtype, e);

@@ -145,7 +145,7 @@ static dl_status proj_forward(const dl_ctx *ctx, const dl_param *w, const dl_par
     /* the accumulator starts at b, rounded like W (an addmm epilogue) */
     memcpy(y, dl_f32(&b->value), (size_t)out * sizeof *y);
     dl_round_inplace(y, out, (int)ctx->autocast);
-    for (int64_t r = 1; r < rows; r++) memcpy(y + r * out, y, (size_t)out * sizeof *y);
+    dl_layer_repeat_first_row(y, rows, out);
     s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, xp, in, wp, in, 1.0f, y, out);
     dl_round_inplace(y, rows * out, (int)ctx->autocast);
   }

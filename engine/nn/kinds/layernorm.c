@@ -103,7 +103,7 @@ static dl_status ln_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, 
   dl_tensor mean = {0}, rstd = {0};
   dl_status s = dl_tensor_f32(&mean, 1, rows, 0, 0, 0, "layernorm saved mean");
   if (s == DL_OK) s = dl_tensor_f32(&rstd, 1, rows, 0, 0, 0, "layernorm saved rstd");
-  if (s == DL_OK) s = dl_tensor_alloc(y, DL_F32, x->ndim, x->shape, "layernorm output");
+  if (s == DL_OK) s = dl_tensor_alloc_uninit(y, DL_F32, x->ndim, x->shape, "layernorm output");
   if (s != DL_OK) {
     dl_tensor_free(&mean);
     dl_tensor_free(&rstd);
@@ -234,7 +234,7 @@ static dl_status ln_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
     if (!grads) return dl_fail_context(DL_ERR_NOMEM, "%s: ", dl_layer_label(l, name, sizeof name));
   }
   if (dx) {
-    dl_status s = dl_tensor_alloc(dx, DL_F32, x->ndim, x->shape, "layernorm input gradient");
+    dl_status s = dl_tensor_alloc_uninit(dx, DL_F32, x->ndim, x->shape, "layernorm input gradient");
     if (s != DL_OK) {
       dl_mem_free(grads);
       return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));

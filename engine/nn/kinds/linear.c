@@ -71,7 +71,7 @@ static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor 
         memcpy(yp, dl_f32(&l->params[1].value), (size_t)out * sizeof *yp);
         dl_round_inplace(yp, out, (int)ctx->autocast);
       }
-      for (int64_t r = 1; r < rows; r++) memcpy(yp + r * out, yp, (size_t)out * sizeof *yp);
+      dl_layer_repeat_first_row(yp, rows, out);
       beta = 1.0f;
     }
     s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, xp, in, wp, in, beta, yp, out);

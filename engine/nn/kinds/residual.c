@@ -21,7 +21,7 @@ static dl_status residual_forward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
     dl_seq_release(l->body);
     return DL_ERR_INVALID;
   }
-  dl_status s = dl_tensor_alloc(y, DL_F32, x->ndim, x->shape, "residual output");
+  dl_status s = dl_tensor_alloc_uninit(y, DL_F32, x->ndim, x->shape, "residual output");
   if (s != DL_OK) {
     dl_seq_release(l->body);
     return s;
