@@ -68,6 +68,42 @@ static void ce_matches_double_reference(void **state) {
   dl_tensor_free(&dx);
 }
 
+/* Rows are summed several at a time (independent chains, ignored rows
+ * skipped): 19 rows, 4 of them ignored, give each row the loss and
+ * gradient bits it gets alone. */
+static void ce_rows_together_equal_rows_alone(void **state) {
+  (void)state;
+  enum { N = 19, C = 11 };
+  dl_tensor x = {0}, t = {0}, per_row = {0}, dx = {0};
+  assert_int_equal(dl_tensor_f32(&x, 2, N, C, 0, 0, "logits"), DL_OK);
+  fill(&x, 13);
+  int32_t tv[N];
+  for (int r = 0; r < N; r++) tv[r] = r % 5 == 2 ? -100 : r % C;
+  make_i32(&t, 1, (int64_t[]){N}, tv);
+  dl_ce_desc d = dl_ce_default();
+  d.reduction = DL_REDUCTION_NONE;
+  d.label_smoothing = 0.05f;
+  float loss;
+  assert_int_equal(dl_cross_entropy(&d, &x, &t, &loss, &per_row, &dx), DL_OK);
+  for (int r = 0; r < N; r++) {
+    dl_tensor x1 = {0}, t1 = {0}, p1 = {0}, dx1 = {0};
+    assert_int_equal(dl_tensor_f32(&x1, 2, 1, C, 0, 0, "row"), DL_OK);
+    memcpy(x1.data, dl_f32(&x) + r * C, C * sizeof(float));
+    make_i32(&t1, 1, (int64_t[]){1}, &tv[r]);
+    assert_int_equal(dl_cross_entropy(&d, &x1, &t1, &loss, &p1, &dx1), DL_OK);
+    assert_memory_equal(p1.data, dl_f32(&per_row) + r, sizeof(float));
+    assert_memory_equal(dx1.data, dl_f32(&dx) + r * C, C * sizeof(float));
+    dl_tensor_free(&x1);
+    dl_tensor_free(&t1);
+    dl_tensor_free(&p1);
+    dl_tensor_free(&dx1);
+  }
+  dl_tensor_free(&x);
+  dl_tensor_free(&t);
+  dl_tensor_free(&per_row);
+  dl_tensor_free(&dx);
+}
+
 /* Rows wider than the row maximum's lanes (37 classes: two blocks of 16
  * and a tail of 5), the maximum in a block, in the tail, exactly 0 (the
  * sign of zero comes from the scalar loop), and a NaN in a block or the
@@ -501,6 +537,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(ce_matches_double_reference),
       cmocka_unit_test(ce_wide_rows_maximum),
+      cmocka_unit_test(ce_rows_together_equal_rows_alone),
       cmocka_unit_test(ce_matches_pytorch_smoothing_example),
       cmocka_unit_test(ce_hand_computed_smoothing),
       cmocka_unit_test(ce_gradient_matches_finite_differences),

@@ -116,9 +116,20 @@ static void ce_row_init(ce_row *r, const float *z, int64_t classes, int half, fl
   else
     for (int64_t c = 0; c < classes; c++) e[c] = ce_logit(r, c) - r->max;
   dl_expf_n(e, e, classes); /* dl_expf's bits, several at a time */
-  r->sum = 0.0;
-  for (int64_t c = 0; c < classes; c++) r->sum += (double)e[c];
-  r->logsum = dl_log(r->sum);
+}
+
+/* sum_c e[c] in class order for each of n rows, CE_BLOCK rows side by side:
+ * each row is one chain, as alone, but the chains overlap. */
+enum { CE_BLOCK = 8 };
+
+static void ce_rows_sum(ce_row *rows, int n) {
+  double sum[CE_BLOCK] = {0};
+  for (int64_t c = 0; c < rows[0].classes; c++)
+    for (int i = 0; i < n; i++) sum[i] += (double)rows[i].e[c];
+  for (int i = 0; i < n; i++) {
+    rows[i].sum = sum[i];
+    rows[i].logsum = dl_log(sum[i]);
+  }
 }
 
 static double ce_logp(const ce_row *r, int64_t c) {
@@ -266,29 +277,44 @@ typedef struct ce_job {
 
 enum { CE_GRAIN_FLOATS = 4096 }; /* logits per chunk at least */
 
+/* Loss and gradient of one row whose sum is known. */
+static void ce_row_finish(const ce_job *j, const ce_row *row, int64_t r) {
+  const dl_ce_desc *d = j->d;
+  double wr = j->w ? (double)j->w[r] : 1.0;
+  j->row_loss[r] = ce_row_loss(row, j->t[r], d->label_smoothing);
+  if (j->per_row) j->per_row[r] = (float)j->row_loss[r];
+  if (j->dz)
+    ce_row_grad(row, j->t[r], d->label_smoothing, wr * j->norm * (double)d->grad_scale,
+                j->dz + r * j->classes);
+}
+
+/* Rows in blocks of CE_BLOCK (those not ignored), for ce_rows_sum. */
 static void ce_rows(void *ctx, int64_t begin, int64_t end) {
   ce_job *j = ctx;
   const dl_ce_desc *d = j->d;
-  float *e = malloc((size_t)j->classes * sizeof *e);
+  float *e = malloc((size_t)j->classes * CE_BLOCK * sizeof *e);
   if (!e) {
     atomic_store(&j->out_of_memory, true);
     return;
   }
+  ce_row rows[CE_BLOCK];
+  int64_t at[CE_BLOCK];
+  int n = 0;
   for (int64_t r = begin; r < end; r++) {
     j->row_loss[r] = 0.0;
     if (j->t[r] == d->ignore_index) {
       if (j->per_row) j->per_row[r] = 0.0f;
       if (j->dz) memset(j->dz + r * j->classes, 0, (size_t)j->classes * sizeof *j->dz);
-      continue;
+    } else {
+      ce_row_init(&rows[n], j->logits + r * j->classes, j->classes, d->half_dtype,
+                  e + n * j->classes);
+      at[n++] = r;
     }
-    ce_row row;
-    ce_row_init(&row, j->logits + r * j->classes, j->classes, d->half_dtype, e);
-    double wr = j->w ? (double)j->w[r] : 1.0;
-    j->row_loss[r] = ce_row_loss(&row, j->t[r], d->label_smoothing);
-    if (j->per_row) j->per_row[r] = (float)j->row_loss[r];
-    if (j->dz)
-      ce_row_grad(&row, j->t[r], d->label_smoothing, wr * j->norm * (double)d->grad_scale,
-                  j->dz + r * j->classes);
+    if (n == CE_BLOCK || (r + 1 == end && n > 0)) {
+      ce_rows_sum(rows, n);
+      for (int i = 0; i < n; i++) ce_row_finish(j, &rows[i], at[i]);
+      n = 0;
+    }
   }
   free(e);
 }
