@@ -7,6 +7,7 @@
 #include "nn/kinds/kinds.h"
 #include "core/mem.h"
 #include "core/threads.h"
+#include "numerics/half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -211,8 +212,11 @@ static void repeat_rows(void *p, int64_t begin, int64_t end) {
     memcpy(j->y + r * j->cols, j->y, (size_t)j->cols * sizeof *j->y);
 }
 
-void dl_layer_repeat_first_row(float *y, int64_t rows, int64_t cols) {
-  if (rows < 2 || cols < 1) return;
+void dl_layer_bias_rows(float *y, const float *bias, int64_t rows, int64_t cols, int half_dtype) {
+  if (rows < 1 || cols < 1) return;
+  memcpy(y, bias, (size_t)cols * sizeof *y);
+  dl_round_inplace(y, cols, half_dtype);
+  if (rows < 2) return;
   repeat_job j = {.y = y, .cols = cols};
   const int64_t grain = cols >= 16384 ? 1 : 16384 / cols;
   dl_parallel_for(rows - 1, grain, repeat_rows, &j);

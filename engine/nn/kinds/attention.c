@@ -142,10 +142,7 @@ static dl_status proj_forward(const dl_ctx *ctx, const dl_param *w, const dl_par
   dl_status s = half_operand(ctx, x, rows * in, &xc, &xp);
   if (s == DL_OK) s = half_operand(ctx, dl_f32(&w->value), out * in, &wc, &wp);
   if (s == DL_OK) {
-    /* the accumulator starts at b, rounded like W (an addmm epilogue) */
-    memcpy(y, dl_f32(&b->value), (size_t)out * sizeof *y);
-    dl_round_inplace(y, out, (int)ctx->autocast);
-    dl_layer_repeat_first_row(y, rows, out);
+    dl_layer_bias_rows(y, dl_f32(&b->value), rows, out, (int)ctx->autocast);
     s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, xp, in, wp, in, 1.0f, y, out);
     dl_round_inplace(y, rows * out, (int)ctx->autocast);
   }

@@ -66,12 +66,7 @@ static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor 
     float *yp = dl_f32(y);
     float beta = 0.0f;
     if (l->desc.bias) {
-      /* The accumulator starts at b (an addmm epilogue), rounded like W. */
-      if (rows > 0) {
-        memcpy(yp, dl_f32(&l->params[1].value), (size_t)out * sizeof *yp);
-        dl_round_inplace(yp, out, (int)ctx->autocast);
-      }
-      dl_layer_repeat_first_row(yp, rows, out);
+      dl_layer_bias_rows(yp, dl_f32(&l->params[1].value), rows, out, (int)ctx->autocast);
       beta = 1.0f;
     }
     s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, xp, in, wp, in, beta, yp, out);
