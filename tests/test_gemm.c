@@ -187,6 +187,18 @@ static void large_and_blocked_shapes_match_ref(void **state) {
   }
 }
 
+/* Every width of a ragged column edge (33 to 64 columns: 1 to 31 past a
+ * full panel, then two whole ones), under full panels of rows read in
+ * place and a ragged one, over two K blocks: the edge kernels change their
+ * lane width at 4, 8 and 16 columns. */
+static void every_edge_width_matches_ref(void **state) {
+  (void)state;
+  for (int64_t n = 33; n <= 64; n++) {
+    check_all_transposes(19, n, 300, n % 3, 0.0f);
+    check_all_transposes(19, n, 300, 2, 1.0f);
+  }
+}
+
 /* The result must not depend on the thread count: tile grids and which
  * thread computes what change, the bits may not. */
 static void thread_counts_give_the_same_bits(void **state) {
@@ -284,6 +296,7 @@ int main(void) {
       cmocka_unit_test(ref_matches_double_precision),
       cmocka_unit_test_teardown(small_and_odd_shapes_match_ref, teardown),
       cmocka_unit_test_teardown(large_and_blocked_shapes_match_ref, teardown),
+      cmocka_unit_test_teardown(every_edge_width_matches_ref, teardown),
       cmocka_unit_test_teardown(thread_counts_give_the_same_bits, teardown),
       cmocka_unit_test_teardown(isa_paths_give_the_same_bits, teardown),
       cmocka_unit_test_teardown(zero_sizes_and_beta, teardown),

@@ -169,6 +169,10 @@ static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, i
           isa->kernel_direct(kc, a, g->lda, bp + jr * kc, cij, g->ldc, load_c);
           continue;
         }
+        if (!panel && rows == isa->mr && isa->kernel_direct_edge) {
+          isa->kernel_direct_edge(kc, a, g->lda, bp + jr * kc, cij, g->ldc, load_c, cols);
+          continue;
+        }
         if (!panel) {
           isa->pack_a(false, a, g->lda, rows, kc, ap);
           panel = ap;

@@ -13,7 +13,8 @@
 
 #include <immintrin.h>
 
-#define DL_AVX512 __attribute__((target("avx512f")))
+/* VL and FMA for the xmm and ymm edges. */
+#define DL_AVX512 __attribute__((target("avx512f,avx512vl,fma")))
 
 enum { MR = 8, NR = 32 };
 
@@ -105,14 +106,17 @@ static __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
 }
 
-/* A ragged sub-tile (rows <= MR, cols <= NR) straight in C: C under lane
- * masks and row bounds, and one B vector instead of two when cols <= 16, so
- * that an edge of 4 columns (196 = 6*32 + 4 pixels) costs half a tile
- * rather than a whole one plus two copies through a scratch tile. The
+/* A ragged sub-tile (rows <= MR, cols <= NR) straight in C, op(A) packed
+ * (a_row 1, a_k MR) or read in place (lda, 1) as in tile_8x32: C under
+ * lane masks and row bounds, and lanes no wider than the columns need, so
+ * that an edge of 4 columns (196 = 6*32 + 4 pixels) costs a quarter of a
+ * tile rather than a whole one (on 256-bit FMA units, as Zen 4's, an xmm
+ * FMA takes half a zmm's issue slots; elsewhere no more). The
  * accumulators of rows past `rows` see only A's padding zeros. */
 DL_AVX512 static inline __attribute__((always_inline)) void
-edge_tile(const int vectors, int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
-          bool load_c, int rows, __mmask16 lo, __mmask16 hi) {
+edge_tile(const int vectors, int64_t kc, const float *ap, int64_t a_row, int64_t a_k,
+          const float *bp, float *c, int64_t ldc, bool load_c, int rows, __mmask16 lo,
+          __mmask16 hi) {
   __m512 acc[MR][2];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; i++) {
@@ -121,12 +125,12 @@ edge_tile(const int vectors, int64_t kc, const float *ap, const float *bp, float
     acc[i][1] = load && vectors == 2 ? _mm512_maskz_loadu_ps(hi, c + i * ldc + 16)
                                      : _mm512_setzero_ps();
   }
-  for (int64_t k = 0; k < kc; k++, ap += MR, bp += NR) {
+  for (int64_t k = 0; k < kc; k++, ap += a_k, bp += NR) {
     const __m512 b0 = _mm512_loadu_ps(bp);
     const __m512 b1 = vectors == 2 ? _mm512_loadu_ps(bp + 16) : b0;
 #pragma GCC unroll 8
     for (int i = 0; i < MR; i++) {
-      const __m512 a = _mm512_set1_ps(ap[i]);
+      const __m512 a = _mm512_set1_ps(ap[i * a_row]);
       acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
       if (vectors == 2) acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
     }
@@ -139,11 +143,49 @@ edge_tile(const int vectors, int64_t kc, const float *ap, const float *bp, float
   }
 }
 
+/* The same on at most 8 (W = 256) or 4 (W empty) columns, one ymm or xmm
+ * per row. */
+#define DL_EDGE_TILE_NARROW(NAME, VEC, W)                                                       \
+  DL_AVX512 static inline __attribute__((always_inline)) void NAME(int64_t kc, const float *ap, \
+                                                                   int64_t a_row, int64_t a_k,  \
+                                                                   const float *bp, float *c,   \
+                                                                   int64_t ldc, bool load_c,    \
+                                                                   int rows, __mmask8 lanes) {  \
+    VEC acc[MR];                                                                                \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                        \
+        acc[i] = load_c && i < rows ? _mm##W##_maskz_loadu_ps(lanes, c + i * ldc)               \
+                                    : _mm##W##_setzero_ps();                                    \
+    for (int64_t k = 0; k < kc; k++, ap += a_k, bp += NR) {                                     \
+      const VEC b = _mm##W##_loadu_ps(bp);                                                      \
+      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
+          acc[i] = _mm##W##_fmadd_ps(_mm##W##_set1_ps(ap[i * a_row]), b, acc[i]);               \
+    }                                                                                           \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR && i < rows; i++)                            \
+        _mm##W##_mask_storeu_ps(c + i * ldc, lanes, acc[i]);                                    \
+  }
+
+DL_EDGE_TILE_NARROW(edge_tile_4, __m128, )
+DL_EDGE_TILE_NARROW(edge_tile_8, __m256, 256)
+
+DL_AVX512 static inline __attribute__((always_inline)) void
+edge_any(int64_t kc, const float *ap, int64_t a_row, int64_t a_k, const float *bp, float *c,
+         int64_t ldc, bool load_c, int rows, int cols) {
+  const __mmask16 lo = first_lanes(cols), hi = first_lanes(cols > 16 ? cols - 16 : 0);
+  if (cols <= 4) edge_tile_4(kc, ap, a_row, a_k, bp, c, ldc, load_c, rows, (__mmask8)lo);
+  else if (cols <= 8) edge_tile_8(kc, ap, a_row, a_k, bp, c, ldc, load_c, rows, (__mmask8)lo);
+  else if (cols <= 16) edge_tile(1, kc, ap, a_row, a_k, bp, c, ldc, load_c, rows, lo, hi);
+  else edge_tile(2, kc, ap, a_row, a_k, bp, c, ldc, load_c, rows, lo, hi);
+}
+
 DL_AVX512 static void kernel_8x32_edge(int64_t kc, const float *ap, const float *bp, float *c,
                                        int64_t ldc, bool load_c, int rows, int cols) {
-  const __mmask16 lo = first_lanes(cols), hi = first_lanes(cols > 16 ? cols - 16 : 0);
-  if (cols <= 16) edge_tile(1, kc, ap, bp, c, ldc, load_c, rows, lo, hi);
-  else edge_tile(2, kc, ap, bp, c, ldc, load_c, rows, lo, hi);
+  edge_any(kc, ap, 1, MR, bp, c, ldc, load_c, rows, cols);
+}
+
+DL_AVX512 static void kernel_8x32_direct_edge(int64_t kc, const float *a, int64_t lda,
+                                              const float *bp, float *c, int64_t ldc, bool load_c,
+                                              int cols) {
+  edge_any(kc, a, lda, 1, bp, c, ldc, load_c, MR, cols);
 }
 
 /* r[i] := the first kn floats of row i of a block whose row i starts at
@@ -304,13 +346,17 @@ const dl_gemm_isa *dl_gemm_isa_avx512(void) {
                                   .kernel = kernel_8x32,
                                   .kernel_edge = kernel_8x32_edge,
                                   .kernel_direct = kernel_8x32_direct,
+                                  .kernel_direct_edge = kernel_8x32_direct_edge,
                                   .pack_a = pack_a_avx512,
                                   .pack_b = pack_b_avx512,
                                   .narrow_nr = NARROW_NR,
                                   .narrow_pack_bt = narrow_pack_bt_avx512,
                                   .narrow = narrow_avx512};
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") ? &isa : 0;
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                 __builtin_cpu_supports("fma")
+             ? &isa
+             : 0;
 }
 
 #else

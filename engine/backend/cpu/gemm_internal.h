@@ -36,6 +36,9 @@ typedef void (*dl_gemm_edge_fn)(int64_t kc, const float *ap, const float *bp, fl
  * rows of an A that is not transposed: op(A)[i][k] = a[i * lda + k]. */
 typedef void (*dl_gemm_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *bp,
                                   float *c, int64_t ldc, bool load_c);
+/* The direct kernel on mr rows and only columns [0, cols) of C. */
+typedef void (*dl_gemm_direct_edge_fn)(int64_t kc, const float *a, int64_t lda, const float *bp,
+                                       float *c, int64_t ldc, bool load_c, int cols);
 
 /* Rows [0, m) of C (ldc) for a product with n <= narrow_nr columns: each
  * element starts from beta * C (beta 0: +0; 1: C) and takes one fused
@@ -57,6 +60,8 @@ typedef struct dl_gemm_isa {
   dl_gemm_kernel_fn kernel;
   dl_gemm_edge_fn kernel_edge;     /* optional: else ragged tiles go through a scratch tile */
   dl_gemm_direct_fn kernel_direct; /* optional: else A is always packed */
+  /* optional: else a full panel of rows with ragged columns packs A */
+  dl_gemm_direct_edge_fn kernel_direct_edge;
   dl_gemm_pack_a_fn pack_a;
   dl_gemm_pack_b_fn pack_b;
   /* Optional (narrow_nr 0: none). A product with few columns (a weight
