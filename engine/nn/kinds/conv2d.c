@@ -43,16 +43,25 @@ dl_status dl_conv2d_init(dl_layer *l, uint64_t seed) {
   return DL_OK;
 }
 
+/* Same-size patch rows under AVX-512 masks (below): up to this many
+ * pixels (longer rows copy faster as one memcpy run, conv1 of a 28x28
+ * image) and kernel offsets (7x7), 16 pixels a mask. */
+enum { MASKED_MAX_PIXELS = 256, MASKED_MAX_SHIFTS = 49, MASK_BLOCKS = MASKED_MAX_PIXELS / 16 };
+
 typedef struct conv_geom {
   int64_t n, c, h, w, o, oh, ow;
   int64_t k, stride, pad;
   int64_t rows;   /* C*k*k: rows of col, columns of W */
   int64_t pixels; /* Ho*Wo: columns of col */
-  bool masked;    /* same-size patch rows with AVX-512 masks (below) */
+  bool masked;    /* same-size patch rows with AVX-512 masks */
+  /* masked: bit t of valid[s][b] is whether pixel 16b + t is inside the
+   * plane for kernel offset s = ki*k + kj, the same for every channel */
+  uint16_t valid[MASKED_MAX_SHIFTS][MASK_BLOCKS];
 } conv_geom;
 
 static bool same_size(const conv_geom *g);
 static bool masked_rows_available(const conv_geom *g);
+static void valid_lane_masks(conv_geom *g);
 
 static dl_status conv_geometry(const dl_layer *l, const dl_tensor *x, conv_geom *g) {
   const dl_layer_desc *d = &l->desc;
@@ -76,6 +85,7 @@ static dl_status conv_geometry(const dl_layer *l, const dl_tensor *x, conv_geom 
   g->rows = g->c * g->k * g->k;
   g->pixels = g->oh * g->ow;
   g->masked = same_size(g) && masked_rows_available(g);
+  if (g->masked) valid_lane_masks(g);
   return DL_OK;
 }
 
@@ -156,51 +166,24 @@ static inline void add_run(float *restrict dst, const float *restrict src, int64
  * pixel once per patch row, rows in order (and no padding zeros at all).
  * Chosen with dl_sgemm's ISA, so that tests forcing the portable GEMM
  * also run the scalar runs. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 
-#define DL_AVX512 __attribute__((target("avx512f")))
-
-/* Longer rows copy faster as one memcpy run (conv1 of a 28x28 image). */
-enum { MASKED_MAX_PIXELS = 256 };
-
-static bool masked_rows_available(const conv_geom *g) {
-  return g->pixels <= MASKED_MAX_PIXELS && strcmp(dl_gemm_isa_name(), "avx512") == 0;
+static void valid_lane_masks(conv_geom *g) {
+  for (int64_t s = 0; s < g->k * g->k; s++) {
+    const patch_row p = patch_row_of(g, s); /* channel 0 at offset s */
+    for (int64_t b = 0; b < MASK_BLOCKS; b++) {
+      uint16_t m = 0;
+      for (int64_t t = 0; t < 16; t++) {
+        const int64_t i = 16 * b + t, oh = i / g->w, ow = i % g->w;
+        if (i < g->pixels && oh >= p.top && oh < p.bottom && ow >= p.lo && ow < p.hi)
+          m |= (uint16_t)(1u << t);
+      }
+      g->valid[s][b] = m;
+    }
+  }
 }
 
-/* The pixel index and output column of lanes i .. i+15. */
-typedef struct pixel_lanes {
-  __m512i idx, ow;
-} pixel_lanes;
-
-static inline __mmask16 lanes_inside(int64_t left) {
-  return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
-}
-
-/* Pixels 0 .. 15, their columns taken mod W by subtraction (no division:
- * this runs once per patch row). */
-DL_AVX512 static inline pixel_lanes lanes_start(__m512i w) {
-  const __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512i ow = idx;
-  for (__mmask16 over; (over = _mm512_cmpge_epi32_mask(ow, w)) != 0;)
-    ow = _mm512_mask_sub_epi32(ow, over, ow, w);
-  return (pixel_lanes){idx, ow};
-}
-
-/* Advances 16 pixels: columns move on by 16 mod W, wrapping once. */
-DL_AVX512 static inline void lanes_next(pixel_lanes *l, __m512i step, __m512i w) {
-  l->idx = _mm512_add_epi32(l->idx, _mm512_set1_epi32(16));
-  l->ow = _mm512_add_epi32(l->ow, step);
-  l->ow = _mm512_mask_sub_epi32(l->ow, _mm512_cmpge_epi32_mask(l->ow, w), l->ow, w);
-}
-
-DL_AVX512 static inline __mmask16 lanes_valid(const pixel_lanes *l, const conv_geom *g,
-                                              const patch_row *p, int64_t i) {
-  return lanes_inside(g->pixels - i) &
-         _mm512_cmpge_epi32_mask(l->ow, _mm512_set1_epi32((int32_t)p->lo)) &
-         _mm512_cmplt_epi32_mask(l->ow, _mm512_set1_epi32((int32_t)p->hi)) &
-         _mm512_cmpge_epi32_mask(l->idx, _mm512_set1_epi32((int32_t)(p->top * g->w))) &
-         _mm512_cmplt_epi32_mask(l->idx, _mm512_set1_epi32((int32_t)(p->bottom * g->w)));
+static const uint16_t *valid_lanes_of(const conv_geom *g, int64_t r) {
+  return g->valid[r % (g->k * g->k)];
 }
 
 /* plane + i + shift as an address: the lanes read are inside the plane,
@@ -210,29 +193,35 @@ static inline uintptr_t shifted(const float *plane, int64_t i, const patch_row *
   return (uintptr_t)plane + (uintptr_t)((i + p->dh * g->w + p->dw) * (int64_t)sizeof(float));
 }
 
-DL_AVX512 static void im2col_row_masked(const conv_geom *g, const patch_row *p, const float *plane,
-                                        float *dst) {
-  const __m512i step = _mm512_set1_epi32((int32_t)(16 % g->w));
-  const __m512i w = _mm512_set1_epi32((int32_t)g->w);
-  pixel_lanes l = lanes_start(w);
-  for (int64_t i = 0; i < g->pixels; i += 16, lanes_next(&l, step, w)) {
-    const __m512 v = _mm512_maskz_loadu_ps(lanes_valid(&l, g, p, i),
-                                           (const void *)shifted(plane, i, p, g));
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define DL_AVX512 __attribute__((target("avx512f")))
+
+static bool masked_rows_available(const conv_geom *g) {
+  return g->pixels <= MASKED_MAX_PIXELS && g->k * g->k <= MASKED_MAX_SHIFTS &&
+         strcmp(dl_gemm_isa_name(), "avx512") == 0;
+}
+
+static inline __mmask16 lanes_inside(int64_t left) {
+  return left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+}
+
+DL_AVX512 static void im2col_row_masked(const conv_geom *g, const patch_row *p,
+                                        const uint16_t *valid, const float *plane, float *dst) {
+  for (int64_t i = 0, b = 0; i < g->pixels; i += 16, b++) {
+    const __m512 v = _mm512_maskz_loadu_ps(valid[b], (const void *)shifted(plane, i, p, g));
     _mm512_mask_storeu_ps(dst + i, lanes_inside(g->pixels - i), v);
   }
 }
 
-DL_AVX512 static void col2im_row_masked(const conv_geom *g, const patch_row *p, const float *row,
-                                        float *plane) {
-  const __m512i step = _mm512_set1_epi32((int32_t)(16 % g->w));
-  const __m512i w = _mm512_set1_epi32((int32_t)g->w);
-  pixel_lanes l = lanes_start(w);
-  for (int64_t i = 0; i < g->pixels; i += 16, lanes_next(&l, step, w)) {
-    const __mmask16 valid = lanes_valid(&l, g, p, i);
+DL_AVX512 static void col2im_row_masked(const conv_geom *g, const patch_row *p,
+                                        const uint16_t *valid, const float *row, float *plane) {
+  for (int64_t i = 0, b = 0; i < g->pixels; i += 16, b++) {
     void *at = (void *)shifted(plane, i, p, g);
-    const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(valid, at),
-                                     _mm512_maskz_loadu_ps(valid, row + i));
-    _mm512_mask_storeu_ps(at, valid, sum);
+    const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(valid[b], at),
+                                     _mm512_maskz_loadu_ps(valid[b], row + i));
+    _mm512_mask_storeu_ps(at, valid[b], sum);
   }
 }
 #else
@@ -240,13 +229,13 @@ static bool masked_rows_available(const conv_geom *g) {
   (void)g;
   return false;
 }
-static void im2col_row_masked(const conv_geom *g, const patch_row *p, const float *plane,
-                              float *dst) {
-  (void)g, (void)p, (void)plane, (void)dst;
+static void im2col_row_masked(const conv_geom *g, const patch_row *p, const uint16_t *valid,
+                              const float *plane, float *dst) {
+  (void)g, (void)p, (void)valid, (void)plane, (void)dst;
 }
-static void col2im_row_masked(const conv_geom *g, const patch_row *p, const float *row,
-                              float *plane) {
-  (void)g, (void)p, (void)row, (void)plane;
+static void col2im_row_masked(const conv_geom *g, const patch_row *p, const uint16_t *valid,
+                              const float *row, float *plane) {
+  (void)g, (void)p, (void)valid, (void)row, (void)plane;
 }
 #endif
 
@@ -256,7 +245,7 @@ static void im2col_row(const conv_geom *g, const float *restrict x, int64_t r,
   const patch_row p = patch_row_of(g, r);
   const float *plane = x + p.c * g->h * g->w;
   if (g->masked) {
-    im2col_row_masked(g, &p, plane, dst);
+    im2col_row_masked(g, &p, valid_lanes_of(g, r), plane, dst);
     return;
   }
   if (same_size(g)) {
@@ -290,7 +279,7 @@ static void col2im_row(const conv_geom *g, float *restrict row, int64_t r, float
   const patch_row p = patch_row_of(g, r);
   float *plane = dx + p.c * g->h * g->w;
   if (g->masked) {
-    col2im_row_masked(g, &p, row, plane);
+    col2im_row_masked(g, &p, valid_lanes_of(g, r), row, plane);
     return;
   }
   if (same_size(g)) {
