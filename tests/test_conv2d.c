@@ -235,6 +235,44 @@ static void backward_equals_direct_sums_bitwise(void **state) {
 }
 
 /* Under autocast dW and db are the rounded sums of rounded products. */
+/* db is summed inside dW's GEMM (a patch row of ones) when both are
+ * wanted, by its own pass when the weight is frozen: both give the direct
+ * sums' bits, and a frozen parameter's gradient is left alone. */
+static void frozen_weight_or_bias_keeps_the_other_sums(void **state) {
+  (void)state;
+  const conv_case c = {2, 5, 6, 6, 4, 3, 1, 1, true};
+  for (int frozen = 0; frozen < 2; frozen++) {
+    dl_layer l;
+    dl_layer_desc d = conv_desc(c.c, c.o, c.k, c.stride, c.pad, c.bias);
+    assert_int_equal(dl_layer_init(&l, &d, "", 0, 91), DL_OK);
+    l.params[frozen].requires_grad = false;
+    dl_tensor x = {0}, y = {0}, dy = {0};
+    assert_int_equal(dl_tensor_f32(&x, 4, c.n, c.c, c.h, c.w, "x"), DL_OK);
+    gc_fill_uniform(&x, 92, -2.0f, 2.0f);
+    dl_ctx ctx = gc_ctx();
+    assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
+    assert_int_equal(dl_tensor_alloc(&dy, DL_F32, 4, y.shape, "dy"), DL_OK);
+    gc_fill_uniform(&dy, 93, -2.0f, 2.0f);
+    assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &dy, NULL), DL_OK);
+    float *want_dx = test_malloc((size_t)x.numel * sizeof(float));
+    float *want_dw = test_malloc((size_t)l.params[0].grad.numel * sizeof(float));
+    float want_db[16];
+    direct_backward(&c, dl_f32(&x), dl_f32(&l.params[0].value), dl_f32(&dy), want_dx, want_dw,
+                    want_db);
+    const float *want[2] = {want_dw, want_db};
+    const dl_param *live = &l.params[1 - frozen];
+    assert_false(l.params[frozen].has_grad);
+    assert_true(live->has_grad);
+    assert_memory_equal(want[1 - frozen], dl_f32(&live->grad), dl_tensor_bytes(&live->grad));
+    test_free(want_dx);
+    test_free(want_dw);
+    dl_tensor_free(&x);
+    dl_tensor_free(&y);
+    dl_tensor_free(&dy);
+    dl_layer_destroy(&l);
+  }
+}
+
 static void autocast_param_grads_are_rounded(void **state) {
   (void)state;
   const conv_case c = {2, 1, 3, 3, 2, 2, 1, 0, true}; /* output [2, 2, 2, 2] */
@@ -393,6 +431,7 @@ int main(void) {
       cmocka_unit_test(forward_equals_direct_convolution_bitwise),
       cmocka_unit_test(autocast_forward_equals_rounded_direct_convolution),
       cmocka_unit_test(backward_equals_direct_sums_bitwise),
+      cmocka_unit_test(frozen_weight_or_bias_keeps_the_other_sums),
       cmocka_unit_test(autocast_param_grads_are_rounded),
       cmocka_unit_test(results_do_not_depend_on_thread_count),
       cmocka_unit_test(init_and_accumulation),

@@ -6,6 +6,7 @@
  *   forward  y_n [O, P] = W [O, R] @ col_n, the accumulator starting at b
  *   dx       dx_n = col2im(W^T @ dy_n), patch rows added in order
  *   dW       dW^T [R, O] = sum over n, in order, of col_n @ dy_n^T
+ *   db       one more row of dW^T, from a patch row of ones
  * Each dW element is one sum over samples then pixels, as one GEMM over the
  * whole batch's columns would make it (the products are the same fmaf
  * either side of the transpose). dW^T rather than dW: R (144 = 16*9, 9*8)
@@ -305,8 +306,9 @@ typedef struct conv_job {
   const conv_geom *g;
   int half;       /* autocast code for dl_round_inplace, 0 = off */
   const float *x; /* input */
-  float *bufs;    /* nslots col buffers of rows * pixels */
+  float *bufs;    /* nslots col buffers of rows + 1 by pixels */
   int64_t nslots;
+  int64_t dw_rows; /* rows of dW^T: rows, and one of ones for db (weight_grad) */
   const float *w;  /* possibly half-rounded weight */
   const float *wt; /* dx: w transposed, [rows, O] */
   const float *b;  /* possibly half-rounded bias, or NULL */
@@ -325,13 +327,20 @@ static bool col_is_input(const conv_job *j) {
   return g->k == 1 && g->stride == 1 && g->pad == 0 && !j->half;
 }
 
+/* Slot (or dW part) i's col buffer: room for the row of ones. */
+static float *slot_buffer(const conv_job *j, int64_t i) {
+  return j->bufs + i * (j->g->rows + 1) * j->g->pixels;
+}
+
 /* Patch rows [r0, r1) of col_n in buf (or x_n itself), rounded to half
- * under autocast. */
+ * under autocast; row `rows`, when asked for, is ones. */
 static const float *sample_rows(const conv_job *j, int64_t n, int64_t r0, int64_t r1, float *buf) {
   const conv_geom *g = j->g;
   const float *x = j->x + n * g->c * g->h * g->w;
   if (col_is_input(j)) return x + r0 * g->pixels;
-  for (int64_t r = r0; r < r1; r++) im2col_row(g, x, r, buf + (r - r0) * g->pixels);
+  for (int64_t r = r0; r < r1 && r < g->rows; r++) im2col_row(g, x, r, buf + (r - r0) * g->pixels);
+  for (int64_t q = 0; r1 > g->rows && q < g->pixels; q++)
+    buf[(g->rows - r0) * g->pixels + q] = 1.0f;
   dl_round_inplace(buf, (r1 - r0) * g->pixels, j->half);
   return buf;
 }
@@ -345,7 +354,7 @@ static void conv_forward_slots(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
   for (int64_t slot = first; slot < last; slot++) {
-    float *buf = j->bufs + slot * g->rows * g->pixels;
+    float *buf = slot_buffer(j, slot);
     int64_t begin, end;
     slot_range(j, slot, &begin, &end);
     for (int64_t n = begin; n < end; n++) {
@@ -365,7 +374,7 @@ static void conv_dx_slots(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
   for (int64_t slot = first; slot < last; slot++) {
-    float *dcol = j->bufs + slot * g->rows * g->pixels;
+    float *dcol = slot_buffer(j, slot);
     int64_t begin, end;
     slot_range(j, slot, &begin, &end);
     for (int64_t n = begin; n < end; n++) {
@@ -389,10 +398,10 @@ static void conv_dx_slots(void *ctx, int64_t first, int64_t last) {
 enum { PART_ROWS = 8 };
 
 static void part_rows(const conv_job *j, int64_t part, int64_t *r0, int64_t *r1) {
-  const int64_t units = (j->g->rows + PART_ROWS - 1) / PART_ROWS;
+  const int64_t units = (j->dw_rows + PART_ROWS - 1) / PART_ROWS;
   *r0 = part * units / j->nparts * PART_ROWS;
   *r1 = (part + 1) * units / j->nparts * PART_ROWS;
-  if (*r1 > j->g->rows) *r1 = j->g->rows;
+  if (*r1 > j->dw_rows) *r1 = j->dw_rows;
 }
 
 /* dW^T[r0:r1] = col_n[r0:r1] @ dy_n^T for n in order (the first GEMM
@@ -401,7 +410,7 @@ static void conv_dw_parts(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
   for (int64_t part = first; part < last; part++) {
-    float *buf = j->bufs + part * g->rows * g->pixels;
+    float *buf = slot_buffer(j, part);
     int64_t r0, r1;
     part_rows(j, part, &r0, &r1);
     for (int64_t n = 0; n < g->n && r0 < r1; n++) {
@@ -469,7 +478,7 @@ static dl_status job_prepare(dl_layer *l, const dl_ctx *ctx, const conv_geom *g,
   const int64_t units = (g->rows + PART_ROWS - 1) / PART_ROWS;
   j->nparts = threads < units ? threads : units;
   if (j->nparts > j->nslots) j->nparts = j->nslots;
-  const int64_t shape[3] = {j->nslots, g->rows, g->pixels};
+  const int64_t shape[3] = {j->nslots, g->rows + 1, g->pixels};
   DL_TRY(dl_tensor_alloc_uninit(&s->bufs, DL_F32, 3, shape, "conv2d im2col"));
   j->bufs = dl_f32(&s->bufs);
   return DL_OK;
@@ -507,15 +516,20 @@ static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
   return st;
 }
 
-/* gw [O, rows] := dW^T transposed. */
-static dl_status weight_grad(conv_job *j, float *gw) {
+/* gw [O, rows] := dW^T transposed, and gb (unless NULL) := its row of
+ * ones' products: fmaf(1, dy, acc) is acc + dy, so each db[o] is the sum
+ * bias_grad makes, over samples then pixels in order, from +0, without a
+ * pass of its own over dy. */
+static dl_status weight_grad(conv_job *j, float *gw, float *gb) {
   const conv_geom *g = j->g;
   dl_tensor gwt = {0};
-  DL_TRY(dl_tensor_f32(&gwt, 2, g->rows, g->o, 0, 0, "conv2d weight gradient (transposed)"));
+  j->dw_rows = g->rows + (gb ? 1 : 0);
+  DL_TRY(dl_tensor_f32(&gwt, 2, j->dw_rows, g->o, 0, 0, "conv2d weight gradient (transposed)"));
   j->gwt = dl_f32(&gwt);
   dl_parallel_for(j->nparts, 1, conv_dw_parts, j);
   for (int64_t r = 0; r < g->rows; r++)
     for (int64_t o = 0; o < g->o; o++) gw[o * g->rows + r] = j->gwt[r * g->o + o];
+  if (gb) memcpy(gb, j->gwt + g->rows * g->o, (size_t)g->o * sizeof *gb);
   dl_tensor_free(&gwt);
   j->gwt = NULL;
   return DL_OK;
@@ -558,30 +572,44 @@ static void bias_grad(const conv_job *j, float *gb) {
   dl_parallel_for((j->g->o + BIAS_LANES - 1) / BIAS_LANES, 1, bias_grad_blocks, &bj);
 }
 
-static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
-  for (int i = 0; i < l->nparams; i++) {
-    dl_param *p = &l->params[i];
-    if (!p->requires_grad) continue;
-    dl_tensor scratch = {0};
-    float *gp = dl_f32(&p->grad);
-    if (p->has_grad) {
-      DL_TRY(dl_tensor_alloc_uninit(&scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
-      gp = dl_f32(&scratch);
-    }
-    dl_status st = DL_OK;
-    if (i == 0 && j->offload)
-      st = j->offload->conv2d_backward_filter(j->offload->impl, &j->shape, j->x, j->dy, gp);
-    else if (i == 0) st = weight_grad(j, gp);
-    else bias_grad(j, gp);
-    if (st == DL_OK) {
-      dl_round_inplace(gp, p->grad.numel, j->half);
-      if (scratch.data) dl_param_accumulate(p, gp);
-      p->has_grad = true;
-    }
-    dl_tensor_free(&scratch);
-    DL_TRY(st);
+/* Where p's gradient goes: its grad, or a scratch when there is one to
+ * add to; NULL when p is frozen. */
+static dl_status grad_target(dl_param *p, dl_tensor *scratch, float **out) {
+  *out = NULL;
+  if (!p->requires_grad) return DL_OK;
+  *out = dl_f32(&p->grad);
+  if (p->has_grad) {
+    DL_TRY(dl_tensor_alloc_uninit(scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
+    *out = dl_f32(scratch);
   }
   return DL_OK;
+}
+
+static void grad_commit(dl_param *p, float *gp, const dl_tensor *scratch, int half) {
+  dl_round_inplace(gp, p->grad.numel, half);
+  if (scratch->data) dl_param_accumulate(p, gp);
+  p->has_grad = true;
+}
+
+/* dW and db, committed together or (on a failure) neither. db comes out of
+ * dW's GEMM when both are wanted there (weight_grad); on its own, or with
+ * dW on the backend, from bias_grad. */
+static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
+  dl_param *w = &l->params[0], *b = l->nparams > 1 ? &l->params[1] : NULL;
+  dl_tensor sw = {0}, sb = {0};
+  float *gw = NULL, *gb = NULL;
+  dl_status st = grad_target(w, &sw, &gw);
+  if (st == DL_OK && b) st = grad_target(b, &sb, &gb);
+  const bool with_bias = gw && gb && !j->offload && !col_is_input(j);
+  if (st == DL_OK && gw && j->offload)
+    st = j->offload->conv2d_backward_filter(j->offload->impl, &j->shape, j->x, j->dy, gw);
+  else if (st == DL_OK && gw) st = weight_grad(j, gw, with_bias ? gb : NULL);
+  if (st == DL_OK && gb && !with_bias) bias_grad(j, gb);
+  if (st == DL_OK && gw) grad_commit(w, gw, &sw, j->half);
+  if (st == DL_OK && gb) grad_commit(b, gb, &sb, j->half);
+  dl_tensor_free(&sw);
+  dl_tensor_free(&sb);
+  return st;
 }
 
 /* dx_n's GEMM takes W^T [rows, O] as a plain operand, read in place, so
