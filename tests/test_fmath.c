@@ -352,9 +352,26 @@ static void array_functions_equal_scalar(void **state) {
   dl_expf_n(x, x, 0); /* n = 0 touches nothing */
 }
 
+/* The two floats in [-87, 88.5] whose exp lies so near a midpoint between
+ * floats that dl_expf_n's quick path alone would round it the other way
+ * (found by comparing every float with the midpoint test switched off):
+ * the test must send them, in any lane, to the exact path. */
+static void expf_n_rounds_the_hard_cases_as_scalar(void **state) {
+  (void)state;
+  const float hard[2] = {-0x1.e1dbe2p-8f, -0x1.d2259ap+3f};
+  for (int h = 0; h < 2; h++)
+    for (int lane = 0; lane < 8; lane++) {
+      float x[8], y[8];
+      for (int i = 0; i < 8; i++) x[i] = i == lane ? hard[h] : -0.25f * (float)i;
+      dl_expf_n(x, y, 8);
+      for (int i = 0; i < 8; i++) assert_true(bits_of(y[i]) == bits_of(dl_expf(x[i])));
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(expf_within_one_ulp),
+      cmocka_unit_test(expf_n_rounds_the_hard_cases_as_scalar),
       cmocka_unit_test(logf_within_one_ulp),
       cmocka_unit_test(tanhf_within_one_ulp),
       cmocka_unit_test(erff_within_one_ulp),

@@ -434,8 +434,8 @@ static DL_FMATH_AVX512_INLINE void store8(float *out, __m512d y, __mmask8 redo, 
   memcpy(out, ys, sizeof ys);
 }
 
-/* dl_expf of in[0..7] into out[0..7]. */
-static DL_FMATH_AVX512_INLINE void expf8(const float *in, float *out) {
+/* dl_expf of in[0..7] into out[0..7], with dl_exp's own operations. */
+static DL_FMATH_AVX512_INLINE void expf8_exact(const float *in, float *out) {
   __m256 xf = _mm256_loadu_ps(in);
   __m512d x = _mm512_cvtps_pd(xf);
   __m512d a = abs8(x);
@@ -449,6 +449,72 @@ static DL_FMATH_AVX512_INLINE void expf8(const float *in, float *out) {
   __m512d y = exp_normal8(_mm512_maskz_mov_pd(normal, x));
   y = _mm512_mask_add_pd(y, tiny, _mm512_set1_pd(1.0), x);
   store8(out, y, (__mmask8) ~(tiny | normal), in, dl_expf);
+}
+
+/* A quicker way to dl_expf's bits. dl_exp is within 1 ulp of exp(x) in
+ * double, so dl_expf(x) is exp(x) rounded to float unless exp(x) lies
+ * within about an ulp of a midpoint between two floats. The quick path
+ * computes exp(x) to within 32 ulps in double: x = (32m + j) ln2/32 + r,
+ * |r| <= ln2/64, exp(x) = 2^m 2^(j/32) e^r, 2^(j/32) from a table
+ * (correctly rounded, made with mpmath at 200 bits), e^r - 1 its Taylor
+ * polynomial to r^5 (error below r^6/720 * 1.02 < 2^-48.6). Where its
+ * result lies further than 2^10 ulps from a midpoint, exp(x) and dl_exp's
+ * result both lie on its side, and it rounds as dl_expf does; a group
+ * with a lane closer (one lane in about 2^18), or with a lane outside
+ * [-87, 88.5] (float results subnormal, infinite or NaN), takes
+ * expf8_exact instead. test_fmath compares every float. */
+static const double EXP2_J32[32] = {
+    0x1.0000000000000p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
+    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
+    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
+    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
+    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f090p+0, 0x1.a5503b23e255dp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
+    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e4540p+0,
+};
+static const double EXP_INV_L = 0x1.71547652b82fep+5; /* 32 / ln2 */
+static const double EXP_L_HI = 0x1.62e42fefa39efp-6;  /* ln2/32 = L_HI + L_LO */
+static const double EXP_L_LO = 0x1.abc9e3b39803fp-61;
+static const double EXP_TAYLOR[5] = {1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120};
+enum { EXP_MIDPOINT_ULPS = 1 << 10 };
+
+static DL_FMATH_AVX512_INLINE void expf8(const float *in, float *out) {
+  const __m512d x = _mm512_cvtps_pd(_mm256_loadu_ps(in));
+  const __mmask8 quick = _mm512_cmp_pd_mask(x, _mm512_set1_pd(-87.0), _CMP_GE_OQ) &
+                         _mm512_cmp_pd_mask(x, _mm512_set1_pd(88.5), _CMP_LE_OQ);
+  /* k = 32m + j, to nearest, from the bits of x 32/ln2 + 1.5 * 2^52. */
+  const __m512d shift = _mm512_set1_pd(0x1.8p52);
+  const __m512d kshift = _mm512_fmadd_pd(x, _mm512_set1_pd(EXP_INV_L), shift);
+  const __m512d kd = _mm512_sub_pd(kshift, shift);
+  const __m512i k = _mm512_sub_epi64(_mm512_castpd_si512(kshift), _mm512_castpd_si512(shift));
+  __m512d r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(EXP_L_HI), x);
+  r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(EXP_L_LO), r);
+  __m512d q = _mm512_set1_pd(EXP_TAYLOR[4]);
+  for (int i = 3; i >= 0; i--) q = _mm512_fmadd_pd(q, r, _mm512_set1_pd(EXP_TAYLOR[i]));
+  q = _mm512_mul_pd(q, r); /* e^r - 1 */
+  const __m512i j = _mm512_and_si512(k, _mm512_set1_epi64(31));
+  const __m512d t_lo = _mm512_permutex2var_pd(_mm512_loadu_pd(EXP2_J32), j,
+                                              _mm512_loadu_pd(EXP2_J32 + 8));
+  const __m512d t_hi = _mm512_permutex2var_pd(_mm512_loadu_pd(EXP2_J32 + 16), j,
+                                              _mm512_loadu_pd(EXP2_J32 + 24));
+  const __m512d t = _mm512_mask_blend_pd(_mm512_test_epi64_mask(j, _mm512_set1_epi64(16)), t_lo,
+                                         t_hi);
+  /* t e^r, times 2^m through the exponent field (normal in double here). */
+  const __m512i y = _mm512_add_epi64(_mm512_castpd_si512(_mm512_fmadd_pd(t, q, t)),
+                                     _mm512_slli_epi64(_mm512_srai_epi64(k, 5), 52));
+  /* The 29 bits float rounding drops, offset so that a midpoint's (2^28)
+   * lands at EXP_MIDPOINT_ULPS: near it within that many both ways. */
+  const __m512i dropped =
+      _mm512_and_si512(_mm512_sub_epi64(y, _mm512_set1_epi64((1 << 28) - EXP_MIDPOINT_ULPS)),
+                       _mm512_set1_epi64((1 << 29) - 1));
+  const __mmask8 near = _mm512_cmp_epu64_mask(dropped, _mm512_set1_epi64(2 * EXP_MIDPOINT_ULPS),
+                                              _MM_CMPINT_LE);
+  if (quick != 0xff || near) {
+    expf8_exact(in, out);
+    return;
+  }
+  _mm256_storeu_ps(out, _mm512_cvtpd_ps(_mm512_castsi512_pd(y)));
 }
 
 /* dl_erff's range 1 <= |x| < 4 in eight lanes (x as a double; the lanes

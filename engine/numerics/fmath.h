@@ -19,7 +19,9 @@ float dl_cosf(float x);
  * same bits, for loops over rows (softmax, cross-entropy, GELU): on a CPU
  * with AVX-512 eight at a time, the scalar functions' double operations in
  * eight lanes (so the same roundings), the scalar functions elsewhere and
- * for the lanes their special cases take. in == out is allowed; other
+ * for the lanes their special cases take. exp first tries a quicker
+ * table-driven double exp whose rounding to float provably agrees where
+ * its result is not near a midpoint between floats (fmath.c). in == out is allowed; other
  * overlaps are not. tests/test_fmath.c compares them with the scalar
  * functions bit for bit (every float with DL_FMATH_EXHAUSTIVE=1). */
 void dl_expf_n(const float *in, float *out, int64_t n);
