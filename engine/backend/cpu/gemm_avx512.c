@@ -160,7 +160,7 @@ edge_tile(const int vectors, int64_t kc, const float *ap, int64_t a_row, int64_t
       _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
           acc[i] = _mm##W##_fmadd_ps(_mm##W##_set1_ps(ap[i * a_row]), b, acc[i]);               \
     }                                                                                           \
-    _Pragma("GCC unroll 8") for (int i = 0; i < MR && i < rows; i++)                            \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) if (i < rows)                          \
         _mm##W##_mask_storeu_ps(c + i * ldc, lanes, acc[i]);                                    \
   }
 
