@@ -186,6 +186,23 @@ void dl_param_accumulate(dl_param *p, const float *g) {
   p->has_grad = true;
 }
 
+dl_status dl_param_grad_target(dl_param *p, dl_tensor *scratch, float **out) {
+  *out = NULL;
+  if (!p->requires_grad) return DL_OK;
+  *out = dl_f32(&p->grad);
+  if (p->has_grad) {
+    DL_TRY(dl_tensor_alloc_uninit(scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
+    *out = dl_f32(scratch);
+  }
+  return DL_OK;
+}
+
+void dl_param_grad_commit(dl_param *p, float *g, const dl_tensor *scratch, int half) {
+  dl_round_inplace(g, p->grad.numel, half);
+  if (scratch->data) dl_param_accumulate(p, g);
+  p->has_grad = true;
+}
+
 dl_stream dl_param_init_stream(const dl_param *p, uint64_t seed) {
   char purpose[DL_NAME_MAX + 8];
   snprintf(purpose, sizeof purpose, "init/%s", p->name);

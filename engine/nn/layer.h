@@ -139,4 +139,12 @@ void dl_layer_destroy(dl_layer *l);
 /* Accumulate a parameter gradient per the rule above: grad = g or grad += g. */
 void dl_param_accumulate(dl_param *p, const float *g);
 
+/* For a backward that computes a gradient in one piece: where to write
+ * p's, *out = p->grad itself while it holds none, else a scratch allocated
+ * here (the caller frees it); NULL when p is frozen. dl_param_grad_commit
+ * then rounds it under autocast (half: dl_round_inplace's code) and takes
+ * it into p, adding the scratch if there was one. */
+dl_status dl_param_grad_target(dl_param *p, dl_tensor *scratch, float **out);
+void dl_param_grad_commit(dl_param *p, float *g, const dl_tensor *scratch, int half);
+
 #endif

@@ -572,25 +572,6 @@ static void bias_grad(const conv_job *j, float *gb) {
   dl_parallel_for((j->g->o + BIAS_LANES - 1) / BIAS_LANES, 1, bias_grad_blocks, &bj);
 }
 
-/* Where p's gradient goes: its grad, or a scratch when there is one to
- * add to; NULL when p is frozen. */
-static dl_status grad_target(dl_param *p, dl_tensor *scratch, float **out) {
-  *out = NULL;
-  if (!p->requires_grad) return DL_OK;
-  *out = dl_f32(&p->grad);
-  if (p->has_grad) {
-    DL_TRY(dl_tensor_alloc_uninit(scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
-    *out = dl_f32(scratch);
-  }
-  return DL_OK;
-}
-
-static void grad_commit(dl_param *p, float *gp, const dl_tensor *scratch, int half) {
-  dl_round_inplace(gp, p->grad.numel, half);
-  if (scratch->data) dl_param_accumulate(p, gp);
-  p->has_grad = true;
-}
-
 /* dW and db, committed together or (on a failure) neither. db comes out of
  * dW's GEMM when both are wanted there (weight_grad); on its own, or with
  * dW on the backend, from bias_grad. */
@@ -598,15 +579,15 @@ static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
   dl_param *w = &l->params[0], *b = l->nparams > 1 ? &l->params[1] : NULL;
   dl_tensor sw = {0}, sb = {0};
   float *gw = NULL, *gb = NULL;
-  dl_status st = grad_target(w, &sw, &gw);
-  if (st == DL_OK && b) st = grad_target(b, &sb, &gb);
+  dl_status st = dl_param_grad_target(w, &sw, &gw);
+  if (st == DL_OK && b) st = dl_param_grad_target(b, &sb, &gb);
   const bool with_bias = gw && gb && !j->offload && !col_is_input(j);
   if (st == DL_OK && gw && j->offload)
     st = j->offload->conv2d_backward_filter(j->offload->impl, &j->shape, j->x, j->dy, gw);
   else if (st == DL_OK && gw) st = weight_grad(j, gw, with_bias ? gb : NULL);
   if (st == DL_OK && gb && !with_bias) bias_grad(j, gb);
-  if (st == DL_OK && gw) grad_commit(w, gw, &sw, j->half);
-  if (st == DL_OK && gb) grad_commit(b, gb, &sb, j->half);
+  if (st == DL_OK && gw) dl_param_grad_commit(w, gw, &sw, j->half);
+  if (st == DL_OK && gb) dl_param_grad_commit(b, gb, &sb, j->half);
   dl_tensor_free(&sw);
   dl_tensor_free(&sb);
   return st;

@@ -78,39 +78,21 @@ static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor 
   return s;
 }
 
-/* Where dW goes: straight into the grad when there is none yet, else a
- * scratch tensor added afterwards (PyTorch's grad += dW). */
-static dl_status grad_target(dl_param *p, dl_tensor *scratch, float **out) {
-  if (!p->has_grad) {
-    *out = dl_f32(&p->grad);
-    return DL_OK;
-  }
-  DL_TRY(dl_tensor_alloc_uninit(scratch, DL_F32, p->grad.ndim, p->grad.shape, p->name));
-  *out = dl_f32(scratch);
-  return DL_OK;
-}
-
-static void finish_grad(const dl_ctx *ctx, dl_param *p, dl_tensor *scratch, float *g) {
-  dl_round_inplace(g, p->grad.numel, (int)ctx->autocast);
-  if (scratch->data) dl_param_accumulate(p, g);
-  p->has_grad = true;
-  dl_tensor_free(scratch);
-}
-
 /* dW = dy^T x over all rows (one GEMM, rows in order). */
 static dl_status weight_grad(const dl_ctx *ctx, dl_param *w, const float *dyp, const float *xp,
                              int64_t rows, int64_t out, int64_t in) {
   if (!w->requires_grad) return DL_OK;
   dl_tensor scratch = {0};
   float *g;
-  DL_TRY(grad_target(w, &scratch, &g));
+  DL_TRY(dl_param_grad_target(w, &scratch, &g));
   dl_status s = dl_backend_sgemm(ctx->backend, true, false, out, in, rows, dyp, out, xp, in, 0.0f,
                                  g, in);
   if (s != DL_OK) {
     dl_tensor_free(&scratch);
     return s;
   }
-  finish_grad(ctx, w, &scratch, g);
+  dl_param_grad_commit(w, g, &scratch, (int)ctx->autocast);
+  dl_tensor_free(&scratch);
   return DL_OK;
 }
 
@@ -120,13 +102,14 @@ static dl_status bias_grad(const dl_ctx *ctx, dl_param *b, const float *dyp, int
   if (!b->requires_grad) return DL_OK;
   dl_tensor scratch = {0};
   float *g;
-  DL_TRY(grad_target(b, &scratch, &g));
+  DL_TRY(dl_param_grad_target(b, &scratch, &g));
   memset(g, 0, (size_t)out * sizeof *g);
   for (int64_t r = 0; r < rows; r++) {
     const float *row = dyp + r * out;
     for (int64_t o = 0; o < out; o++) g[o] += row[o];
   }
-  finish_grad(ctx, b, &scratch, g);
+  dl_param_grad_commit(b, g, &scratch, (int)ctx->autocast);
+  dl_tensor_free(&scratch);
   return DL_OK;
 }
 
