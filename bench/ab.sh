@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Two builds of bench_scaling's one-shot `train` command (it prints
 # "train ... STEPS WALL CPU LOSS DIGEST") against each other, interleaved so
-# that the machine's load hits both alike: the median CPU seconds of each
-# over ROUNDS alternating runs, their ratio, and both final digests (which
-# must be equal for a change meant to keep the bits).
+# that the machine's load hits both alike: the median wall and CPU seconds
+# of each over ROUNDS alternating runs, their ratios, and both final digests
+# (which must be equal for a change meant to keep the bits). At 2 threads
+# compare wall time: CPU time counts the pool's polling as work.
 #
 #   bench/ab.sh A_BINARY B_BINARY ROUNDS COMMAND...
 #   bench/ab.sh /tmp/old/bench_scaling build/bench/bench/bench_scaling 5 \
@@ -24,16 +25,17 @@ for bin in "$a" "$b"; do
 done
 
 run() { "$1" "${@:2}" | tail -n 1; }
-cpu_a=() cpu_b=()
+wall_a=() wall_b=() cpu_a=() cpu_b=()
 for ((i = 0; i < rounds; i++)); do
   la=$(run "$a" "$@") lb=$(run "$b" "$@")
-  cpu_a+=("$(awk '{print $(NF-2)}' <<<"$la")")
-  cpu_b+=("$(awk '{print $(NF-2)}' <<<"$lb")")
-  echo "round $((i + 1)): A ${cpu_a[-1]} s  B ${cpu_b[-1]} s"
+  wall_a+=("$(awk '{print $(NF-3)}' <<<"$la")") cpu_a+=("$(awk '{print $(NF-2)}' <<<"$la")")
+  wall_b+=("$(awk '{print $(NF-3)}' <<<"$lb")") cpu_b+=("$(awk '{print $(NF-2)}' <<<"$lb")")
+  echo "round $((i + 1)): A ${wall_a[-1]} s wall ${cpu_a[-1]} s cpu  B ${wall_b[-1]} s wall ${cpu_b[-1]} s cpu"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-ma=$(median "${cpu_a[@]}") mb=$(median "${cpu_b[@]}")
-awk -v a="$ma" -v b="$mb" 'BEGIN {printf "median cpu s: A %.3f  B %.3f  A/B %.3fx\n", a, b, a / b}'
+report() { awk -v w="$1" -v a="$2" -v b="$3" 'BEGIN {printf "median %s s: A %.3f  B %.3f  A/B %.3fx\n", w, a, b, a / b}'; }
+report wall "$(median "${wall_a[@]}")" "$(median "${wall_b[@]}")"
+report cpu "$(median "${cpu_a[@]}")" "$(median "${cpu_b[@]}")"
 da=$(awk '{print $NF}' <<<"$la") db=$(awk '{print $NF}' <<<"$lb")
 echo "digest: A $da  B $db"
 [ "$da" = "$db" ] || { echo "ab.sh: the digests differ" >&2; exit 1; }

@@ -8,10 +8,12 @@
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "core/mem.h"
+#include "core/threads.h"
 #include "optim/optim.h"
 
 enum { P = 4, STEPS = 5 };
@@ -330,6 +332,110 @@ static void state_names_follow_pytorch(void **state) {
   free_param(&p);
 }
 
+/* Params of many sizes in one step (so that the step's one job spans them,
+ * cut across params and across 16-lane groups, on 1 and 2 threads) against
+ * the element formulas (optim_elem.h) applied here one element at a time:
+ * the same bits, for every kind, with gradients down to denormal squares. */
+enum { NSIZES = 5 };
+static const int64_t sizes[NSIZES] = {1, 17, 40001, 33, 16};
+
+static float value_at(int64_t i, int k) {
+  double mag = (i % 7 == 3) ? 1e-22 : 0.5; /* squares below FLT_MIN */
+  return (float)(mag * sin(0.37 * (double)i + 1.1 * k + 0.2));
+}
+
+static void check_many_params(const dl_optim_desc *d, int threads) {
+  dl_param ps[NSIZES];
+  dl_param *pp[NSIZES];
+  float *want_w[NSIZES], *want_b0[NSIZES], *want_b1[NSIZES];
+  for (int q = 0; q < NSIZES; q++) {
+    memset(&ps[q], 0, sizeof ps[q]);
+    snprintf(ps[q].name, sizeof ps[q].name, "p%d", q);
+    assert_int_equal(dl_tensor_f32(&ps[q].value, 1, sizes[q], 0, 0, 0, "v"), DL_OK);
+    assert_int_equal(dl_tensor_f32(&ps[q].grad, 1, sizes[q], 0, 0, 0, "g"), DL_OK);
+    ps[q].requires_grad = ps[q].in_optimizer = true;
+    want_w[q] = calloc((size_t)sizes[q], sizeof(float));
+    want_b0[q] = calloc((size_t)sizes[q], sizeof(float));
+    want_b1[q] = calloc((size_t)sizes[q], sizeof(float));
+    assert_true(want_w[q] && want_b0[q] && want_b1[q]);
+    for (int64_t i = 0; i < sizes[q]; i++)
+      dl_f32(&ps[q].value)[i] = want_w[q][i] = value_at(i + 1000 * q, 7);
+    pp[q] = &ps[q];
+  }
+  dl_optim *o;
+  assert_int_equal(dl_optim_create(&o, d, pp, NSIZES), DL_OK);
+  assert_int_equal(dl_set_num_threads(threads), DL_OK);
+  for (int k = 0; k < 3; k++) {
+    const float lr = 0.01f * (float)(k + 1);
+    const dl_optim_coeffs c = dl_optim_coeffs_for(d, lr, k + 1);
+    for (int q = 0; q < NSIZES; q++) {
+      float *g = dl_f32(&ps[q].grad);
+      for (int64_t i = 0; i < sizes[q]; i++) g[i] = value_at(i + 1000 * q, k);
+      ps[q].has_grad = true;
+      for (int64_t i = 0; i < sizes[q]; i++)
+        dl_optim_elem(&c, i, want_w[q], g, want_b0[q], want_b1[q]);
+    }
+    assert_int_equal(dl_optim_step(o, lr), DL_OK);
+  }
+  assert_int_equal(dl_set_num_threads(1), DL_OK);
+  for (int q = 0; q < NSIZES; q++) {
+    const float *w = dl_f32(&ps[q].value);
+    for (int64_t i = 0; i < sizes[q]; i++)
+      if (memcmp(&w[i], &want_w[q][i], sizeof(float)) != 0)
+        fail_msg("%s, %d threads: p%d[%lld] = %a, want %a", dl_optim_kind_name(d->kind), threads, q,
+                 (long long)i, (double)w[i], (double)want_w[q][i]);
+    free(want_w[q]);
+    free(want_b0[q]);
+    free(want_b1[q]);
+    free_param(&ps[q]);
+  }
+  dl_optim_destroy(o);
+}
+
+static void many_params_match_the_element_formulas(void **state) {
+  (void)state;
+  dl_optim_desc descs[5] = {dl_optim_default(DL_OPTIM_SGD), dl_optim_default(DL_OPTIM_SGD),
+                            dl_optim_default(DL_OPTIM_SGD), dl_optim_default(DL_OPTIM_ADAM),
+                            dl_optim_default(DL_OPTIM_ADAMW)};
+  descs[1].momentum = 0.9;
+  descs[1].dampening = 0.25;
+  descs[1].weight_decay = 0.01;
+  descs[2].momentum = 0.8;
+  descs[2].nesterov = true;
+  descs[3].weight_decay = 0.1;
+  for (int i = 0; i < 5; i++)
+    for (int threads = 1; threads <= 2; threads++) check_many_params(&descs[i], threads);
+  dl_threads_shutdown();
+}
+
+/* A bad step count on a later param refuses the whole step: the params
+ * before it are not updated either. */
+static void bad_step_count_updates_nothing(void **state) {
+  (void)state;
+  dl_param a, b;
+  make_param(&a, "a", init);
+  make_param(&b, "b", init);
+  dl_param *ps[2] = {&a, &b};
+  dl_optim *o;
+  dl_optim_desc d = dl_optim_default(DL_OPTIM_ADAM);
+  assert_int_equal(dl_optim_create(&o, &d, ps, 2), DL_OK);
+  const char *name;
+  dl_tensor *t;
+  assert_int_equal(dl_optim_state(o, 3, &name, &t), DL_OK);
+  assert_string_equal(name, "state.b.step");
+  dl_f32(t)[0] = -1.0f;
+  set_grad(&a, 0);
+  set_grad(&b, 0);
+  assert_int_equal(dl_optim_step(o, 0.1f), DL_ERR_INVALID);
+  assert_non_null(strstr(dl_last_error(), "state.b.step is -1"));
+  assert_memory_equal(a.value.data, init, sizeof init);
+  assert_int_equal(dl_optim_state(o, 0, &name, &t), DL_OK);
+  assert_true(dl_f32(t)[0] == 0.0f);
+  dl_optim_destroy(o);
+  free_param(&a);
+  free_param(&b);
+}
+
 static void kind_names_round_trip(void **state) {
   (void)state;
   dl_optim_kind k;
@@ -420,6 +526,8 @@ int main(void) {
       cmocka_unit_test(params_without_grad_or_optimizer_are_skipped),
       cmocka_unit_test(state_round_trip_and_reset),
       cmocka_unit_test(state_names_follow_pytorch),
+      cmocka_unit_test(many_params_match_the_element_formulas),
+      cmocka_unit_test(bad_step_count_updates_nothing),
       cmocka_unit_test(kind_names_round_trip),
       cmocka_unit_test(bad_settings_are_refused),
   };

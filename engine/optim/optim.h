@@ -85,8 +85,11 @@ int dl_optim_num_params(const dl_optim *o); /* params it owns */
 dl_status dl_optim_step(dl_optim *o, float lr);
 /* The same with each param's update on backend b when it runs optimizer
  * steps (backend.h; the same element formulas, optim_elem.h), else on the
- * CPU. A backend failure stops the step at that param (those before it are
- * updated) and is returned naming it. */
+ * CPU, where one parallel job updates every param (16 lanes at a time where
+ * the CPU has AVX-512: the same bits). A step count that is not one (a
+ * wrong checkpoint) refuses the step before any param is updated; a backend
+ * failure stops the step at that param (those before it are updated) and is
+ * returned naming it. */
 dl_status dl_optim_step_on(dl_optim *o, float lr, const dl_backend *b);
 
 /* The scalars of one step (`step`: its count, 1 for the first) as the
