@@ -45,6 +45,7 @@
 
 #include "numerics/half.h"
 #include "numerics/fmath.h"
+#include "numerics/sums.h"
 #include "core/mem.h"
 #include "numerics/philox.h"
 #include "backend/cpu/sgemm.h"
@@ -176,9 +177,7 @@ static dl_status proj_backward(const dl_ctx *ctx, dl_param *w, dl_param *b, cons
   }
   if (s == DL_OK && b->requires_grad) {
     float *gb = g + out * in;
-    memset(gb, 0, (size_t)out * sizeof *gb);
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t o = 0; o < out; o++) gb[o] += dyp[r * out + o];
+    dl_sum_rows(dyp, rows, out, out, gb);
     dl_round_inplace(gb, out, (int)ctx->autocast);
     dl_param_accumulate(b, gb);
   }

@@ -6,6 +6,7 @@
  * backward) are rounded to half on copies, accumulation stays float32, and
  * y, dx, dW, db are rounded to half, as CUDA autocast's half GEMMs do. */
 #include "nn/kinds/kinds.h"
+#include "numerics/sums.h"
 
 #include "backend/cpu/sgemm.h"
 #include "numerics/half.h"
@@ -103,11 +104,7 @@ static dl_status bias_grad(const dl_ctx *ctx, dl_param *b, const float *dyp, int
   dl_tensor scratch = {0};
   float *g;
   DL_TRY(dl_param_grad_target(b, &scratch, &g));
-  memset(g, 0, (size_t)out * sizeof *g);
-  for (int64_t r = 0; r < rows; r++) {
-    const float *row = dyp + r * out;
-    for (int64_t o = 0; o < out; o++) g[o] += row[o];
-  }
+  dl_sum_rows(dyp, rows, out, out, g);
   dl_param_grad_commit(b, g, &scratch, (int)ctx->autocast);
   dl_tensor_free(&scratch);
   return DL_OK;
