@@ -245,6 +245,42 @@ static void isa_paths_give_the_same_bits(void **state) {
   assert_non_null(dl_gemm_isa_name());
 }
 
+/* dl_sgemm_bias against its definition: every row of C filled with the
+ * bias, then the reference with beta 1; padding left alone. */
+static void check_bias(const gemm_case *c) {
+  gemm_operands o = make_operands(c);
+  float *bias = random_matrix(1, c->N);
+  float *want = copy_of_c(c, &o), *got = copy_of_c(c, &o);
+  for (int64_t i = 0; i < c->M; i++) memcpy(want + i * o.ldc, bias, (size_t)c->N * sizeof *bias);
+  dl_sgemm_ref(c->ta, c->tb, c->M, c->N, c->K, o.A, o.lda, o.B, o.ldb, 1.0f, want, o.ldc);
+  dl_sgemm_bias(c->ta, c->tb, c->M, c->N, c->K, o.A, o.lda, o.B, o.ldb, bias, got, o.ldc);
+  assert_same_bits(c, &o, want, got, "dl_sgemm_bias");
+  free(bias);
+  free(want);
+  free(got);
+  free_operands(&o);
+}
+
+/* Blocked, ragged, narrow (few columns), several K blocks, K = 0, and a
+ * shape big enough for threads, on every ISA at 1 and 2 threads. */
+static void bias_starts_every_sum(void **state) {
+  (void)state;
+  const dl_gemm_isa_id ids[] = {DL_GEMM_PORTABLE, DL_GEMM_AVX2, DL_GEMM_AVX512};
+  const int64_t shapes[][3] = {{33, 65, 300},  {29, 47, 17}, {100, 10, 64},
+                               {700, 40, 600}, {5, 7, 0},    {1024, 192, 64}};
+  for (int i = 0; i < 3; i++) {
+    if (!dl_gemm_force_isa(ids[i])) continue;
+    for (int threads = 1; threads <= 2; threads++) {
+      assert_int_equal(dl_set_num_threads(threads), DL_OK);
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+          gemm_case c = {t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], t, 1.0f};
+          check_bias(&c);
+        }
+    }
+  }
+}
+
 static void zero_sizes_and_beta(void **state) {
   (void)state;
   /* K = 0: C := beta * C (beta 0 gives +0 even over NaN). */
@@ -299,6 +335,7 @@ int main(void) {
       cmocka_unit_test_teardown(every_edge_width_matches_ref, teardown),
       cmocka_unit_test_teardown(thread_counts_give_the_same_bits, teardown),
       cmocka_unit_test_teardown(isa_paths_give_the_same_bits, teardown),
+      cmocka_unit_test_teardown(bias_starts_every_sum, teardown),
       cmocka_unit_test_teardown(zero_sizes_and_beta, teardown),
       cmocka_unit_test_teardown(non_finite_values_match_ref, teardown),
   };

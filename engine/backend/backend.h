@@ -62,6 +62,12 @@ dl_status dl_backend_sgemm(const dl_backend *b, bool trans_a, bool trans_b, int6
                            int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                            float beta, float *C, int64_t ldc);
 
+/* dl_sgemm_bias (sgemm.h) on the CPU; on `b` when it provides sgemm, as
+ * every row of C filled with bias and b's sgemm with beta 1. */
+dl_status dl_backend_sgemm_bias(const dl_backend *b, bool trans_a, bool trans_b, int64_t M,
+                                int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                                int64_t ldb, const float *bias, float *C, int64_t ldc);
+
 /* Whether b runs convolutions (all three operations). */
 bool dl_backend_has_conv2d(const dl_backend *b);
 

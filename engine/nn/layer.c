@@ -217,26 +217,27 @@ void dl_layer_init_uniform(dl_layer *l, uint64_t seed, float bound) {
   }
 }
 
-typedef struct repeat_job {
-  float *y;
-  int64_t cols;
-} repeat_job;
-
-/* Rows begin+1 .. end of the job's y (the range counts the rows after the first). */
-static void repeat_rows(void *p, int64_t begin, int64_t end) {
-  const repeat_job *j = p;
-  for (int64_t r = begin + 1; r <= end; r++)
-    memcpy(j->y + r * j->cols, j->y, (size_t)j->cols * sizeof *j->y);
-}
-
-void dl_layer_bias_rows(float *y, const float *bias, int64_t rows, int64_t cols, int half_dtype) {
-  if (rows < 1 || cols < 1) return;
-  memcpy(y, bias, (size_t)cols * sizeof *y);
-  dl_round_inplace(y, cols, half_dtype);
-  if (rows < 2) return;
-  repeat_job j = {.y = y, .cols = cols};
-  const int64_t grain = cols >= 16384 ? 1 : 16384 / cols;
-  dl_parallel_for(rows - 1, grain, repeat_rows, &j);
+dl_status dl_layer_affine_forward(const dl_ctx *ctx, const float *x, const float *w,
+                                  const float *bias, int64_t rows, int64_t in, int64_t out,
+                                  float *y) {
+  const int half = (int)ctx->autocast;
+  dl_status s;
+  if (!bias) {
+    s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, x, in, w, in, 0.0f, y, out);
+  } else {
+    float *rounded = NULL;
+    if (ctx->autocast != DL_F32) {
+      rounded = dl_mem_alloc_uninit((size_t)out * sizeof *rounded, "autocast bias");
+      if (!rounded) return DL_ERR_NOMEM;
+      memcpy(rounded, bias, (size_t)out * sizeof *rounded);
+      dl_round_inplace(rounded, out, half);
+    }
+    s = dl_backend_sgemm_bias(ctx->backend, false, true, rows, out, in, x, in, w, in,
+                              rounded ? rounded : bias, y, out);
+    dl_mem_free(rounded);
+  }
+  if (s == DL_OK) dl_round_inplace(y, rows * out, half);
+  return s;
 }
 
 void dl_layer_keep_saved(dl_layer *l, const dl_ctx *ctx, dl_tensor *a, dl_tensor *b) {

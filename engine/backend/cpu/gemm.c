@@ -96,6 +96,7 @@ typedef struct gemm_job {
   const float *A, *B;
   int64_t lda, ldb;
   float beta;
+  const float *bias; /* dl_sgemm_bias's, or NULL; with beta 1 */
   float *C;
   int64_t ldc;
   int64_t kc;               /* K block depth */
@@ -124,6 +125,14 @@ static void run_kernel(const dl_gemm_isa *isa, int64_t kc, const float *ap, cons
     for (int i = 0; i < rows; i++) memcpy(tile + i * nr, c + i * ldc, (size_t)cols * sizeof(float));
   isa->kernel(kc, ap, bp, tile, nr, load_c);
   for (int i = 0; i < rows; i++) memcpy(c + i * ldc, tile + i * nr, (size_t)cols * sizeof(float));
+}
+
+/* C[i0:i0+m, j0:j0+n] := the bias's columns j0.. in every row, where the
+ * job has one: the start of those elements' sums (beta is then 1). */
+static void fill_bias(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, int64_t n) {
+  if (!g->bias) return;
+  for (int64_t i = i0; i < i0 + m; i++)
+    memcpy(g->C + i * g->ldc + j0, g->bias + j0, (size_t)n * sizeof(float));
 }
 
 static const float *a_at(const gemm_job *g, int64_t i, int64_t k) {
@@ -162,6 +171,7 @@ static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, i
     for (int64_t ir = 0; ir < m; ir += isa->mr) {
       int rows = m - ir < isa->mr ? (int)(m - ir) : isa->mr;
       const float *a = a_at(g, i0 + ir, k0), *panel = direct ? NULL : ap + ir * kc;
+      if (k0 == 0) fill_bias(g, i0 + ir, rows, j0, n); /* a row panel: the kernels find it in L1 */
       for (int64_t jr = 0; jr < n; jr += isa->nr) {
         int cols = n - jr < isa->nr ? (int)(n - jr) : isa->nr;
         float *cij = c + ir * g->ldc + jr;
@@ -204,10 +214,13 @@ static void compute_tiles(void *ctx, int64_t begin, int64_t end) {
     int64_t i0, m, j0, n;
     tile_extent(t % g->tiles_m, g->tiles_m, g->pm, g->isa->mr, g->M, &i0, &m);
     tile_extent(t / g->tiles_m, g->tiles_n, g->pn, g->isa->nr, g->N, &j0, &n);
-    if (buf) compute_tile(g, i0, m, j0, n, buf + b_floats, buf);
-    else
-      dl_sgemm_ref(g->trans_a, g->trans_b, m, n, g->K, a_at(g, i0, 0), g->lda, b_at(g, 0, j0),
-                   g->ldb, g->beta, g->C + i0 * g->ldc + j0, g->ldc);
+    if (buf) {
+      compute_tile(g, i0, m, j0, n, buf + b_floats, buf);
+      continue;
+    }
+    fill_bias(g, i0, m, j0, n);
+    dl_sgemm_ref(g->trans_a, g->trans_b, m, n, g->K, a_at(g, i0, 0), g->lda, b_at(g, 0, j0), g->ldb,
+                 g->beta, g->C + i0 * g->ldc + j0, g->ldc);
   }
   free(buf);
 }
@@ -225,6 +238,7 @@ typedef struct narrow_job {
 static void narrow_rows(void *ctx, int64_t begin, int64_t end) {
   const narrow_job *nj = ctx;
   const gemm_job *g = nj->g;
+  fill_bias(g, begin, end - begin, 0, g->N);
   g->isa->narrow(end - begin, g->N, g->K, a_at(g, begin, 0), g->trans_a ? 1 : g->lda,
                  g->trans_a ? g->lda : 1, nj->b, nj->b_k, g->beta, g->C + begin * g->ldc, g->ldc);
 }
@@ -281,31 +295,51 @@ static void choose_tiles(gemm_job *g, int threads) {
   g->tile_pn = ceil_div(g->pn, g->tiles_n);
 }
 
-void dl_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
-              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    dl_sgemm_ref(trans_a, trans_b, M, N, 0, A, lda, B, ldb, beta, C, ldc);
+static void run_gemm(gemm_job *g) {
+  if (g->M <= 0 || g->N <= 0) return;
+  if (g->K <= 0) {
+    fill_bias(g, 0, g->M, 0, g->N);
+    dl_sgemm_ref(g->trans_a, g->trans_b, g->M, g->N, 0, g->A, g->lda, g->B, g->ldb, g->beta, g->C,
+                 g->ldc);
     return;
   }
-  gemm_job g = {.isa = isa_now(),
-                .trans_a = trans_a,
-                .trans_b = trans_b,
-                .M = M,
-                .N = N,
-                .K = K,
-                .A = A,
-                .B = B,
-                .lda = lda,
-                .ldb = ldb,
-                .beta = beta,
-                .C = C,
-                .ldc = ldc,
-                .kc = K < KC ? K : KC};
   int threads = dl_get_num_threads();
-  if (N <= g.isa->narrow_nr && run_narrow(&g, threads)) return;
-  choose_tiles(&g, threads);
-  int64_t tiles = g.tiles_m * g.tiles_n;
-  if (tiles == 1) compute_tiles(&g, 0, 1);
-  else dl_parallel_for(tiles, 1, compute_tiles, &g);
+  if (g->N <= g->isa->narrow_nr && run_narrow(g, threads)) return;
+  choose_tiles(g, threads);
+  int64_t tiles = g->tiles_m * g->tiles_n;
+  if (tiles == 1) compute_tiles(g, 0, 1);
+  else dl_parallel_for(tiles, 1, compute_tiles, g);
+}
+
+static gemm_job job_for(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                        int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                        int64_t ldc) {
+  return (gemm_job){.isa = isa_now(),
+                    .trans_a = trans_a,
+                    .trans_b = trans_b,
+                    .M = M,
+                    .N = N,
+                    .K = K,
+                    .A = A,
+                    .B = B,
+                    .lda = lda,
+                    .ldb = ldb,
+                    .beta = beta,
+                    .C = C,
+                    .ldc = ldc,
+                    .kc = K < KC ? K : KC};
+}
+
+void dl_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+              int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  gemm_job g = job_for(trans_a, trans_b, M, N, K, A, lda, B, ldb, beta, C, ldc);
+  run_gemm(&g);
+}
+
+void dl_sgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, const float *bias, float *C,
+                   int64_t ldc) {
+  gemm_job g = job_for(trans_a, trans_b, M, N, K, A, lda, B, ldb, 1.0f, C, ldc);
+  g.bias = bias;
+  run_gemm(&g);
 }

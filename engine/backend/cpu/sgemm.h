@@ -19,6 +19,15 @@
 void dl_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+/* C = bias + op(A) op(B), bias[j] added to every row: each element's sum
+ * starts from bias[j] (acc = bias[j]; then the fused multiply-adds in
+ * increasing k), exactly as filling every row of C with bias and calling
+ * dl_sgemm with beta 1, but with the bias written into each tile as it is
+ * computed rather than in a pass of its own over C. */
+void dl_sgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, const float *bias, float *C,
+                   int64_t ldc);
+
 /* The plain triple loop defining the result; tests compare against it. */
 void dl_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);

@@ -143,9 +143,7 @@ static dl_status proj_forward(const dl_ctx *ctx, const dl_param *w, const dl_par
   dl_status s = half_operand(ctx, x, rows * in, &xc, &xp);
   if (s == DL_OK) s = half_operand(ctx, dl_f32(&w->value), out * in, &wc, &wp);
   if (s == DL_OK) {
-    dl_layer_bias_rows(y, dl_f32(&b->value), rows, out, (int)ctx->autocast);
-    s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, xp, in, wp, in, 1.0f, y, out);
-    dl_round_inplace(y, rows * out, (int)ctx->autocast);
+    s = dl_layer_affine_forward(ctx, xp, wp, dl_f32(&b->value), rows, in, out, y);
   }
   dl_mem_free(xc);
   dl_mem_free(wc);

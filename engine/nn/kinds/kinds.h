@@ -55,11 +55,13 @@ dl_stream dl_param_init_stream(const dl_param *p, uint64_t seed);
  * kaiming_uniform_(a=sqrt(5)) and bias rule, bound = 1/sqrt(fan_in)). */
 void dl_layer_init_uniform(dl_layer *l, uint64_t seed, float bound);
 
-/* Every row of y [rows, cols] := bias rounded like the weight under
- * autocast (half_dtype as dl_round_inplace takes it): the accumulator's
- * start of an addmm. The rows are copied split over the threads: a serial
- * copy of a whole output left the other thread idle. */
-void dl_layer_bias_rows(float *y, const float *bias, int64_t rows, int64_t cols, int half_dtype);
+/* y [rows, out] = x [rows, in] w^T + bias on ctx's backend: Linear's
+ * addmm, with x and w as the caller rounded them under autocast, bias
+ * (NULL: none) rounded the same way, each element's sum starting from it
+ * (dl_sgemm_bias), and y rounded under autocast after. */
+dl_status dl_layer_affine_forward(const dl_ctx *ctx, const float *x, const float *w,
+                                  const float *bias, int64_t rows, int64_t in, int64_t out,
+                                  float *y);
 
 /* Keeps a and b in l->saved for backward in grad mode, else frees them. */
 void dl_layer_keep_saved(dl_layer *l, const dl_ctx *ctx, dl_tensor *a, dl_tensor *b);

@@ -64,14 +64,8 @@ static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor 
   dl_status s = amp_operand(ctx, x, &xh, &xp);
   if (s == DL_OK) s = amp_operand(ctx, &l->params[0].value, &wh, &wp);
   if (s == DL_OK) {
-    float *yp = dl_f32(y);
-    float beta = 0.0f;
-    if (l->desc.bias) {
-      dl_layer_bias_rows(yp, dl_f32(&l->params[1].value), rows, out, (int)ctx->autocast);
-      beta = 1.0f;
-    }
-    s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, xp, in, wp, in, beta, yp, out);
-    dl_round_inplace(yp, y->numel, (int)ctx->autocast);
+    const float *bias = l->desc.bias ? dl_f32(&l->params[1].value) : NULL;
+    s = dl_layer_affine_forward(ctx, xp, wp, bias, rows, in, out, dl_f32(y));
   }
   dl_tensor_free(&xh);
   dl_tensor_free(&wh);
