@@ -7,9 +7,10 @@
  * tile's slices of op(A) and op(B) are packed into panels (gemm_internal.h)
  * and the ISA's micro-kernel runs over each mr x nr sub-tile, reading C back
  * in after the first K block, so each element still sees one fused
- * multiply-add per k in increasing k, from beta*C or +0. A product of few
- * columns takes the ISA's narrow path instead, where it has one
- * (gemm_internal.h): whole rows per thread, the same order per element. */
+ * multiply-add per k in increasing k, from beta*C or +0 (dl_sgemm_bias: from
+ * the bias, written into C as the first K block reaches each row panel). A
+ * product of few columns takes the ISA's narrow path instead, where it has
+ * one (gemm_internal.h): whole rows per thread, the same order per element. */
 #define _POSIX_C_SOURCE 200809L
 #include "backend/cpu/sgemm.h"
 
