@@ -220,23 +220,11 @@ void dl_layer_init_uniform(dl_layer *l, uint64_t seed, float bound) {
 dl_status dl_layer_affine_forward(const dl_ctx *ctx, const float *x, const float *w,
                                   const float *bias, int64_t rows, int64_t in, int64_t out,
                                   float *y) {
-  const int half = (int)ctx->autocast;
-  dl_status s;
-  if (!bias) {
-    s = dl_backend_sgemm(ctx->backend, false, true, rows, out, in, x, in, w, in, 0.0f, y, out);
-  } else {
-    float *rounded = NULL;
-    if (ctx->autocast != DL_F32) {
-      rounded = dl_mem_alloc_uninit((size_t)out * sizeof *rounded, "autocast bias");
-      if (!rounded) return DL_ERR_NOMEM;
-      memcpy(rounded, bias, (size_t)out * sizeof *rounded);
-      dl_round_inplace(rounded, out, half);
-    }
-    s = dl_backend_sgemm_bias(ctx->backend, false, true, rows, out, in, x, in, w, in,
-                              rounded ? rounded : bias, y, out);
-    dl_mem_free(rounded);
-  }
-  if (s == DL_OK) dl_round_inplace(y, rows * out, half);
+  dl_status s = bias ? dl_backend_sgemm_bias(ctx->backend, false, true, rows, out, in, x, in, w, in,
+                                             bias, y, out)
+                     : dl_backend_sgemm(ctx->backend, false, true, rows, out, in, x, in, w, in,
+                                        0.0f, y, out);
+  if (s == DL_OK) dl_round_inplace(y, rows * out, (int)ctx->autocast);
   return s;
 }
 

@@ -18,12 +18,6 @@ static void sum_rows_scalar(const float *x, int64_t rows, int64_t cols, int64_t 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-/* Lanes of the 16 columns from c on, of the n columns left. */
-__attribute__((target("avx512f"))) static __mmask16 lanes(int64_t c, int64_t n) {
-  if (c >= n) return 0;
-  return n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);
-}
-
 /* SUM_COLS columns at a time: four zmm of sums, the rows in order. */
 enum { SUM_COLS = 64 };
 
@@ -31,7 +25,8 @@ __attribute__((target("avx512f"))) static void
 sum_rows_avx512(const float *x, int64_t rows, int64_t cols, int64_t ldx, float *out) {
   for (int64_t c0 = 0; c0 < cols; c0 += SUM_COLS) {
     const int64_t n = cols - c0;
-    const __mmask16 k0 = lanes(0, n), k1 = lanes(16, n), k2 = lanes(32, n), k3 = lanes(48, n);
+    const __mmask16 k0 = dl_first_lanes16(n), k1 = dl_first_lanes16(n - 16),
+                    k2 = dl_first_lanes16(n - 32), k3 = dl_first_lanes16(n - 48);
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t r = 0; r < rows; r++) {
       const float *row = x + r * ldx + c0;

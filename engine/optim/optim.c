@@ -134,10 +134,6 @@ static void update_scalar(const update_part *p, int64_t lo, int64_t hi) {
  * stored. */
 #define OPTIM_AVX512 __attribute__((target("avx512f")))
 
-static OPTIM_AVX512 __mmask16 lanes_left(int64_t i, int64_t hi) {
-  return hi - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hi - i)) - 1);
-}
-
 static OPTIM_AVX512 void adam_avx512(const dl_optim_coeffs *c, int64_t lo, int64_t hi, float *w,
                                      const float *g, float *m, float *v) {
   const __m512 shrink = _mm512_set1_ps(c->shrink), wd = _mm512_set1_ps(c->wd);
@@ -146,7 +142,7 @@ static OPTIM_AVX512 void adam_avx512(const dl_optim_coeffs *c, int64_t lo, int64
   const __m512 bc2_sqrt = _mm512_set1_ps(c->bc2_sqrt), eps = _mm512_set1_ps(c->eps);
   const __m512 neg_step = _mm512_set1_ps(c->neg_step_size);
   for (int64_t i = lo; i < hi; i += 16) {
-    __mmask16 k = lanes_left(i, hi);
+    __mmask16 k = dl_first_lanes16(hi - i);
     __m512 wi = _mm512_maskz_loadu_ps(k, w + i), gi = _mm512_maskz_loadu_ps(k, g + i);
     if (c->decoupled) wi = _mm512_mul_ps(wi, shrink);
     else if (c->use_wd) gi = _mm512_add_ps(gi, _mm512_mul_ps(wd, wi));
@@ -167,7 +163,7 @@ static OPTIM_AVX512 void sgd_avx512(const dl_optim_coeffs *c, int64_t lo, int64_
   const __m512 wd = _mm512_set1_ps(c->wd), mom = _mm512_set1_ps(c->mom);
   const __m512 keep = _mm512_set1_ps(c->keep), neg_lr = _mm512_set1_ps(c->neg_lr);
   for (int64_t i = lo; i < hi; i += 16) {
-    __mmask16 k = lanes_left(i, hi);
+    __mmask16 k = dl_first_lanes16(hi - i);
     __m512 wi = _mm512_maskz_loadu_ps(k, w + i), dp = _mm512_maskz_loadu_ps(k, g + i);
     if (c->use_wd) dp = _mm512_add_ps(dp, _mm512_mul_ps(wd, wi));
     if (c->use_mom) {

@@ -138,15 +138,15 @@ static dl_status half_operand(const dl_ctx *ctx, const float *src, int64_t n, fl
 static dl_status proj_forward(const dl_ctx *ctx, const dl_param *w, const dl_param *b,
                               const float *x, int64_t rows, float *y) {
   const int64_t out = w->value.shape[0], in = w->value.shape[1];
-  float *xc = NULL, *wc = NULL;
-  const float *xp, *wp;
+  float *xc = NULL, *wc = NULL, *bc = NULL;
+  const float *xp, *wp, *bp;
   dl_status s = half_operand(ctx, x, rows * in, &xc, &xp);
   if (s == DL_OK) s = half_operand(ctx, dl_f32(&w->value), out * in, &wc, &wp);
-  if (s == DL_OK) {
-    s = dl_layer_affine_forward(ctx, xp, wp, dl_f32(&b->value), rows, in, out, y);
-  }
+  if (s == DL_OK) s = half_operand(ctx, dl_f32(&b->value), out, &bc, &bp);
+  if (s == DL_OK) s = dl_layer_affine_forward(ctx, xp, wp, bp, rows, in, out, y);
   dl_mem_free(xc);
   dl_mem_free(wc);
+  dl_mem_free(bc);
   return s;
 }
 

@@ -56,9 +56,9 @@ dl_stream dl_param_init_stream(const dl_param *p, uint64_t seed);
 void dl_layer_init_uniform(dl_layer *l, uint64_t seed, float bound);
 
 /* y [rows, out] = x [rows, in] w^T + bias on ctx's backend: Linear's
- * addmm, with x and w as the caller rounded them under autocast, bias
- * (NULL: none) rounded the same way, each element's sum starting from it
- * (dl_sgemm_bias), and y rounded under autocast after. */
+ * addmm, with x, w and bias (NULL: none) as the caller rounded them under
+ * autocast, each element's sum starting from the bias (dl_sgemm_bias), and
+ * y rounded under autocast after. */
 dl_status dl_layer_affine_forward(const dl_ctx *ctx, const float *x, const float *w,
                                   const float *bias, int64_t rows, int64_t in, int64_t out,
                                   float *y);

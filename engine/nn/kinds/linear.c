@@ -59,16 +59,15 @@ static dl_status linear_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor 
   int64_t shape[DL_MAX_DIMS];
   output_shape(l, x, shape);
   DL_TRY(dl_tensor_alloc_uninit(y, DL_F32, x->ndim, shape, "linear output"));
-  dl_tensor xh = {0}, wh = {0};
-  const float *xp, *wp;
+  dl_tensor xh = {0}, wh = {0}, bh = {0};
+  const float *xp, *wp, *bp = NULL;
   dl_status s = amp_operand(ctx, x, &xh, &xp);
   if (s == DL_OK) s = amp_operand(ctx, &l->params[0].value, &wh, &wp);
-  if (s == DL_OK) {
-    const float *bias = l->desc.bias ? dl_f32(&l->params[1].value) : NULL;
-    s = dl_layer_affine_forward(ctx, xp, wp, bias, rows, in, out, dl_f32(y));
-  }
+  if (s == DL_OK && l->desc.bias) s = amp_operand(ctx, &l->params[1].value, &bh, &bp);
+  if (s == DL_OK) s = dl_layer_affine_forward(ctx, xp, wp, bp, rows, in, out, dl_f32(y));
   dl_tensor_free(&xh);
   dl_tensor_free(&wh);
+  dl_tensor_free(&bh);
   if (s != DL_OK) dl_tensor_free(y);
   return s;
 }
