@@ -8,7 +8,8 @@
  * and the ISA's micro-kernel runs over each mr x nr sub-tile, reading C back
  * in after the first K block, so each element still sees one fused
  * multiply-add per k in increasing k, from beta*C or +0 (dl_sgemm_bias: from
- * the bias, written into C as the first K block reaches each row panel). A
+ * the bias, which the kernels load in place of C in the first K block, so
+ * that C is written and never read). A
  * product of few columns takes the ISA's narrow path instead, where it has
  * one (gemm_internal.h): whole rows per thread, the same order per element. */
 #define _POSIX_C_SOURCE 200809L
@@ -111,25 +112,30 @@ typedef struct gemm_job {
  * tile, so that the kernel never reads or writes outside C; the extra lanes
  * only see padding zeros. */
 static void run_kernel(const dl_gemm_isa *isa, int64_t kc, const float *ap, const float *bp,
-                       float *c, int64_t ldc, int rows, int cols, bool load_c) {
+                       float *c, int64_t ldc, int rows, int cols, dl_gemm_start start) {
   if (rows == isa->mr && cols == isa->nr) {
-    isa->kernel(kc, ap, bp, c, ldc, load_c);
+    isa->kernel(kc, ap, bp, c, ldc, start);
     return;
   }
   if (isa->kernel_edge) {
-    isa->kernel_edge(kc, ap, bp, c, ldc, load_c, rows, cols);
+    isa->kernel_edge(kc, ap, bp, c, ldc, start, rows, cols);
     return;
   }
   _Alignas(64) float tile[MAX_MR * MAX_NR];
   int nr = isa->nr;
-  if (load_c)
-    for (int i = 0; i < rows; i++) memcpy(tile + i * nr, c + i * ldc, (size_t)cols * sizeof(float));
-  isa->kernel(kc, ap, bp, tile, nr, load_c);
+  if (start.from) {
+    for (int i = 0; i < rows; i++)
+      memcpy(tile + i * nr, start.from + i * start.ld, (size_t)cols * sizeof(float));
+    start = (dl_gemm_start){tile, nr};
+  }
+  isa->kernel(kc, ap, bp, tile, nr, start);
   for (int i = 0; i < rows; i++) memcpy(c + i * ldc, tile + i * nr, (size_t)cols * sizeof(float));
 }
 
 /* C[i0:i0+m, j0:j0+n] := the bias's columns j0.. in every row, where the
- * job has one: the start of those elements' sums (beta is then 1). */
+ * job has one: the start of those elements' sums (beta is then 1), for the
+ * paths whose kernels start from C (the blocked kernels start from the
+ * bias itself, start_at). */
 static void fill_bias(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, int64_t n) {
   if (!g->bias) return;
   for (int64_t i = i0; i < i0 + m; i++)
@@ -154,6 +160,15 @@ static size_t a_buffer_floats(const gemm_job *g) {
   return (size_t)((reads_a_in_place(g) ? 1 : g->tile_pm) * g->isa->mr * g->kc);
 }
 
+/* Where the sums of the sub-tile at c (columns from j) start in the K
+ * block from k0: C after the first block, else the bias, C when beta is
+ * not 0 (scaled by compute_tile first), or +0. */
+static dl_gemm_start start_at(const gemm_job *g, int64_t k0, const float *c, int64_t j) {
+  if (k0 == 0 && g->bias) return (dl_gemm_start){g->bias + j, 0};
+  if (k0 > 0 || g->beta != 0.0f) return (dl_gemm_start){c, g->ldc};
+  return (dl_gemm_start){NULL, 0};
+}
+
 /* C[i0:i0+m, j0:j0+n] with packing buffers ap (a_buffer_floats) and bp
  * (tile_pn*nr*kc floats). */
 static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, int64_t n, float *ap,
@@ -168,27 +183,26 @@ static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, i
     int64_t kc = g->K - k0 < g->kc ? g->K - k0 : g->kc;
     isa->pack_b(g->trans_b, b_at(g, k0, j0), g->ldb, n, kc, bp);
     if (!direct) isa->pack_a(g->trans_a, a_at(g, i0, k0), g->lda, m, kc, ap);
-    bool load_c = k0 > 0 || g->beta != 0.0f;
     for (int64_t ir = 0; ir < m; ir += isa->mr) {
       int rows = m - ir < isa->mr ? (int)(m - ir) : isa->mr;
       const float *a = a_at(g, i0 + ir, k0), *panel = direct ? NULL : ap + ir * kc;
-      if (k0 == 0) fill_bias(g, i0 + ir, rows, j0, n); /* a row panel: the kernels find it in L1 */
       for (int64_t jr = 0; jr < n; jr += isa->nr) {
         int cols = n - jr < isa->nr ? (int)(n - jr) : isa->nr;
         float *cij = c + ir * g->ldc + jr;
+        const dl_gemm_start start = start_at(g, k0, cij, j0 + jr);
         if (!panel && rows == isa->mr && cols == isa->nr) {
-          isa->kernel_direct(kc, a, g->lda, bp + jr * kc, cij, g->ldc, load_c);
+          isa->kernel_direct(kc, a, g->lda, bp + jr * kc, cij, g->ldc, start);
           continue;
         }
         if (!panel && rows == isa->mr && isa->kernel_direct_edge) {
-          isa->kernel_direct_edge(kc, a, g->lda, bp + jr * kc, cij, g->ldc, load_c, cols);
+          isa->kernel_direct_edge(kc, a, g->lda, bp + jr * kc, cij, g->ldc, start, cols);
           continue;
         }
         if (!panel) {
           isa->pack_a(false, a, g->lda, rows, kc, ap);
           panel = ap;
         }
-        run_kernel(isa, kc, panel, bp + jr * kc, cij, g->ldc, rows, cols, load_c);
+        run_kernel(isa, kc, panel, bp + jr * kc, cij, g->ldc, rows, cols, start);
       }
     }
   }

@@ -17,9 +17,9 @@ enum { MR = 6, NR = 16 };
 #define DL_ZERO(i)               \
   c##i##a = _mm256_setzero_ps(); \
   c##i##b = _mm256_setzero_ps();
-#define DL_LOAD(i)                        \
-  c##i##a = _mm256_loadu_ps(c + (i)*ldc); \
-  c##i##b = _mm256_loadu_ps(c + (i)*ldc + 8);
+#define DL_LOAD(i)                                      \
+  c##i##a = _mm256_loadu_ps(start.from + (i)*start.ld); \
+  c##i##b = _mm256_loadu_ps(start.from + (i)*start.ld + 8);
 #define DL_FMA(i)                              \
   {                                            \
     __m256 a = _mm256_broadcast_ss(ap + (i));  \
@@ -31,9 +31,9 @@ enum { MR = 6, NR = 16 };
   _mm256_storeu_ps(c + (i)*ldc + 8, c##i##b);
 
 DL_AVX2 static void kernel_6x16(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
-                                bool load_c) {
+                                dl_gemm_start start) {
   DL_ROWS(DL_DECLARE)
-  if (load_c) {
+  if (start.from) {
     DL_ROWS(DL_LOAD)
   } else {
     DL_ROWS(DL_ZERO)

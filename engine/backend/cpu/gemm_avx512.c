@@ -23,9 +23,9 @@ enum { MR = 8, NR = 32 };
 #define DL_ZERO(i)               \
   c##i##a = _mm512_setzero_ps(); \
   c##i##b = _mm512_setzero_ps();
-#define DL_LOAD(i)                        \
-  c##i##a = _mm512_loadu_ps(c + (i)*ldc); \
-  c##i##b = _mm512_loadu_ps(c + (i)*ldc + 16);
+#define DL_LOAD(i)                                      \
+  c##i##a = _mm512_loadu_ps(start.from + (i)*start.ld); \
+  c##i##b = _mm512_loadu_ps(start.from + (i)*start.ld + 16);
 #define DL_FMA(i)                              \
   {                                            \
     __m512 a = _mm512_set1_ps(ap[(i)*a_row]);  \
@@ -39,12 +39,11 @@ enum { MR = 8, NR = 32 };
 /* op(A)[i][k] at ap[i * a_row + k * a_k]: a packed panel (1, MR), or rows
  * of A read in place (lda, 1), which saves packing A when it is not
  * transposed; the eight rows are eight streams through L1. */
-DL_AVX512 static inline __attribute__((always_inline)) void tile_8x32(int64_t kc, const float *ap,
-                                                                      int64_t a_row, int64_t a_k,
-                                                                      const float *bp, float *c,
-                                                                      int64_t ldc, bool load_c) {
+DL_AVX512 static inline __attribute__((always_inline)) void
+tile_8x32(int64_t kc, const float *ap, int64_t a_row, int64_t a_k, const float *bp, float *c,
+          int64_t ldc, dl_gemm_start start) {
   DL_ROWS(DL_DECLARE)
-  if (load_c) {
+  if (start.from) {
     DL_ROWS(DL_LOAD)
   } else {
     DL_ROWS(DL_ZERO)
@@ -58,13 +57,13 @@ DL_AVX512 static inline __attribute__((always_inline)) void tile_8x32(int64_t kc
 }
 
 DL_AVX512 static void kernel_8x32(int64_t kc, const float *ap, const float *bp, float *c,
-                                  int64_t ldc, bool load_c) {
-  tile_8x32(kc, ap, 1, MR, bp, c, ldc, load_c);
+                                  int64_t ldc, dl_gemm_start start) {
+  tile_8x32(kc, ap, 1, MR, bp, c, ldc, start);
 }
 
 DL_AVX512 static void kernel_8x32_direct(int64_t kc, const float *a, int64_t lda, const float *bp,
-                                         float *c, int64_t ldc, bool load_c) {
-  tile_8x32(kc, a, lda, 1, bp, c, ldc, load_c);
+                                         float *c, int64_t ldc, dl_gemm_start start) {
+  tile_8x32(kc, a, lda, 1, bp, c, ldc, start);
 }
 
 /* r[i] := column i of the 16 x 16 matrix whose rows are r[0..15]:
@@ -115,15 +114,15 @@ static __mmask16 first_lanes(int64_t n) {
  * accumulators of rows past `rows` see only A's padding zeros. */
 DL_AVX512 static inline __attribute__((always_inline)) void
 edge_tile(const int vectors, int64_t kc, const float *ap, int64_t a_row, int64_t a_k,
-          const float *bp, float *c, int64_t ldc, bool load_c, int rows, __mmask16 lo,
+          const float *bp, float *c, int64_t ldc, dl_gemm_start start, int rows, __mmask16 lo,
           __mmask16 hi) {
   __m512 acc[MR][2];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; i++) {
-    const bool load = load_c && i < rows;
-    acc[i][0] = load ? _mm512_maskz_loadu_ps(lo, c + i * ldc) : _mm512_setzero_ps();
-    acc[i][1] = load && vectors == 2 ? _mm512_maskz_loadu_ps(hi, c + i * ldc + 16)
-                                     : _mm512_setzero_ps();
+    const bool load = start.from && i < rows;
+    const float *from = load ? start.from + i * start.ld : NULL;
+    acc[i][0] = load ? _mm512_maskz_loadu_ps(lo, from) : _mm512_setzero_ps();
+    acc[i][1] = load && vectors == 2 ? _mm512_maskz_loadu_ps(hi, from + 16) : _mm512_setzero_ps();
   }
   for (int64_t k = 0; k < kc; k++, ap += a_k, bp += NR) {
     const __m512 b0 = _mm512_loadu_ps(bp);
@@ -145,23 +144,22 @@ edge_tile(const int vectors, int64_t kc, const float *ap, int64_t a_row, int64_t
 
 /* The same on at most 8 (W = 256) or 4 (W empty) columns, one ymm or xmm
  * per row. */
-#define DL_EDGE_TILE_NARROW(NAME, VEC, W)                                                       \
-  DL_AVX512 static inline __attribute__((always_inline)) void NAME(int64_t kc, const float *ap, \
-                                                                   int64_t a_row, int64_t a_k,  \
-                                                                   const float *bp, float *c,   \
-                                                                   int64_t ldc, bool load_c,    \
-                                                                   int rows, __mmask8 lanes) {  \
-    VEC acc[MR];                                                                                \
-    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                        \
-        acc[i] = load_c && i < rows ? _mm##W##_maskz_loadu_ps(lanes, c + i * ldc)               \
-                                    : _mm##W##_setzero_ps();                                    \
-    for (int64_t k = 0; k < kc; k++, ap += a_k, bp += NR) {                                     \
-      const VEC b = _mm##W##_loadu_ps(bp);                                                      \
-      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                      \
-          acc[i] = _mm##W##_fmadd_ps(_mm##W##_set1_ps(ap[i * a_row]), b, acc[i]);               \
-    }                                                                                           \
-    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) if (i < rows)                          \
-        _mm##W##_mask_storeu_ps(c + i * ldc, lanes, acc[i]);                                    \
+#define DL_EDGE_TILE_NARROW(NAME, VEC, W)                                                 \
+  DL_AVX512 static inline __attribute__((always_inline)) void NAME(                       \
+      int64_t kc, const float *ap, int64_t a_row, int64_t a_k, const float *bp, float *c, \
+      int64_t ldc, dl_gemm_start start, int rows, __mmask8 lanes) {                       \
+    VEC acc[MR];                                                                          \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                  \
+        acc[i] = start.from && i < rows                                                   \
+                     ? _mm##W##_maskz_loadu_ps(lanes, start.from + i * start.ld)          \
+                     : _mm##W##_setzero_ps();                                             \
+    for (int64_t k = 0; k < kc; k++, ap += a_k, bp += NR) {                               \
+      const VEC b = _mm##W##_loadu_ps(bp);                                                \
+      _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++)                                \
+          acc[i] = _mm##W##_fmadd_ps(_mm##W##_set1_ps(ap[i * a_row]), b, acc[i]);         \
+    }                                                                                     \
+    _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) if (i < rows)                    \
+        _mm##W##_mask_storeu_ps(c + i * ldc, lanes, acc[i]);                              \
   }
 
 DL_EDGE_TILE_NARROW(edge_tile_4, __m128, )
@@ -169,23 +167,23 @@ DL_EDGE_TILE_NARROW(edge_tile_8, __m256, 256)
 
 DL_AVX512 static inline __attribute__((always_inline)) void
 edge_any(int64_t kc, const float *ap, int64_t a_row, int64_t a_k, const float *bp, float *c,
-         int64_t ldc, bool load_c, int rows, int cols) {
+         int64_t ldc, dl_gemm_start start, int rows, int cols) {
   const __mmask16 lo = first_lanes(cols), hi = first_lanes(cols > 16 ? cols - 16 : 0);
-  if (cols <= 4) edge_tile_4(kc, ap, a_row, a_k, bp, c, ldc, load_c, rows, (__mmask8)lo);
-  else if (cols <= 8) edge_tile_8(kc, ap, a_row, a_k, bp, c, ldc, load_c, rows, (__mmask8)lo);
-  else if (cols <= 16) edge_tile(1, kc, ap, a_row, a_k, bp, c, ldc, load_c, rows, lo, hi);
-  else edge_tile(2, kc, ap, a_row, a_k, bp, c, ldc, load_c, rows, lo, hi);
+  if (cols <= 4) edge_tile_4(kc, ap, a_row, a_k, bp, c, ldc, start, rows, (__mmask8)lo);
+  else if (cols <= 8) edge_tile_8(kc, ap, a_row, a_k, bp, c, ldc, start, rows, (__mmask8)lo);
+  else if (cols <= 16) edge_tile(1, kc, ap, a_row, a_k, bp, c, ldc, start, rows, lo, hi);
+  else edge_tile(2, kc, ap, a_row, a_k, bp, c, ldc, start, rows, lo, hi);
 }
 
 DL_AVX512 static void kernel_8x32_edge(int64_t kc, const float *ap, const float *bp, float *c,
-                                       int64_t ldc, bool load_c, int rows, int cols) {
-  edge_any(kc, ap, 1, MR, bp, c, ldc, load_c, rows, cols);
+                                       int64_t ldc, dl_gemm_start start, int rows, int cols) {
+  edge_any(kc, ap, 1, MR, bp, c, ldc, start, rows, cols);
 }
 
 DL_AVX512 static void kernel_8x32_direct_edge(int64_t kc, const float *a, int64_t lda,
-                                              const float *bp, float *c, int64_t ldc, bool load_c,
-                                              int cols) {
-  edge_any(kc, a, lda, 1, bp, c, ldc, load_c, MR, cols);
+                                              const float *bp, float *c, int64_t ldc,
+                                              dl_gemm_start start, int cols) {
+  edge_any(kc, a, lda, 1, bp, c, ldc, start, MR, cols);
 }
 
 /* r[i] := the first kn floats of row i of a block whose row i starts at

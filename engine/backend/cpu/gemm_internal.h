@@ -9,8 +9,9 @@
  * with unaligned loads.
  *
  * The kernel computes one mr x nr tile of C over kc: each accumulator starts
- * from C (load_c) or +0 and takes one fused multiply-add per k in increasing
- * k, then is stored to C. That per-element order is sgemm.h's contract.
+ * from its dl_gemm_start (C itself, the bias, or +0) and takes one fused
+ * multiply-add per k in increasing k, then is stored to C. That per-element
+ * order is sgemm.h's contract.
  * Which ISA runs: dl_gemm_force_isa (sgemm.h). */
 #ifndef DL_CPU_GEMM_INTERNAL_H
 #define DL_CPU_GEMM_INTERNAL_H
@@ -20,6 +21,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Where a sub-tile's accumulators start: row i from from + i * ld (C
+ * itself: from = c, ld = ldc; dl_sgemm_bias's first K block: from = the
+ * bias, ld = 0, so that C is only written), or +0 when from is NULL. */
+typedef struct dl_gemm_start {
+  const float *from;
+  int64_t ld;
+} dl_gemm_start;
+
 /* `a` points at op(A)[0][0] of the block: A + i0*lda + k0, or A + k0*lda + i0
  * when trans; likewise `b` at op(B)[0][0]. */
 typedef void (*dl_gemm_pack_a_fn)(bool trans, const float *a, int64_t lda, int64_t m, int64_t kc,
@@ -27,18 +36,18 @@ typedef void (*dl_gemm_pack_a_fn)(bool trans, const float *a, int64_t lda, int64
 typedef void (*dl_gemm_pack_b_fn)(bool trans, const float *b, int64_t ldb, int64_t n, int64_t kc,
                                   float *out);
 typedef void (*dl_gemm_kernel_fn)(int64_t kc, const float *ap, const float *bp, float *c,
-                                  int64_t ldc, bool load_c);
+                                  int64_t ldc, dl_gemm_start start);
 /* The kernel on a ragged sub-tile: only rows [0, rows) and columns
  * [0, cols) of C are read and written; the same order per element. */
 typedef void (*dl_gemm_edge_fn)(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
-                                bool load_c, int rows, int cols);
+                                dl_gemm_start start, int rows, int cols);
 /* The kernel on a full mr x nr sub-tile with op(A) read in place from mr
  * rows of an A that is not transposed: op(A)[i][k] = a[i * lda + k]. */
 typedef void (*dl_gemm_direct_fn)(int64_t kc, const float *a, int64_t lda, const float *bp,
-                                  float *c, int64_t ldc, bool load_c);
+                                  float *c, int64_t ldc, dl_gemm_start start);
 /* The direct kernel on mr rows and only columns [0, cols) of C. */
 typedef void (*dl_gemm_direct_edge_fn)(int64_t kc, const float *a, int64_t lda, const float *bp,
-                                       float *c, int64_t ldc, bool load_c, int cols);
+                                       float *c, int64_t ldc, dl_gemm_start start, int cols);
 
 /* Rows [0, m) of C (ldc) for a product with n <= narrow_nr columns: each
  * element starts from beta * C (beta 0: +0; 1: C) and takes one fused

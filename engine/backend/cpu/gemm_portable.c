@@ -10,10 +10,11 @@
 enum { PORTABLE_MR = 4, PORTABLE_NR = 8 };
 
 static void kernel_portable(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
-                            bool load_c) {
+                            dl_gemm_start start) {
   float acc[PORTABLE_MR][PORTABLE_NR];
   for (int i = 0; i < PORTABLE_MR; i++)
-    for (int j = 0; j < PORTABLE_NR; j++) acc[i][j] = load_c ? c[i * ldc + j] : 0.0f;
+    for (int j = 0; j < PORTABLE_NR; j++)
+      acc[i][j] = start.from ? start.from[i * start.ld + j] : 0.0f;
   for (int64_t k = 0; k < kc; k++, ap += PORTABLE_MR, bp += PORTABLE_NR)
     for (int i = 0; i < PORTABLE_MR; i++)
       for (int j = 0; j < PORTABLE_NR; j++) acc[i][j] = fmaf(ap[i], bp[j], acc[i][j]);
