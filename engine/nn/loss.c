@@ -1,5 +1,6 @@
 #include "nn/loss.h"
 
+#include "numerics/cpu.h"
 #include "numerics/fmath.h"
 #include "numerics/half.h"
 #include "core/threads.h"
@@ -289,7 +290,7 @@ static void ce_row_finish(const ce_job *j, const ce_row *row, int64_t r) {
 }
 
 /* Rows in blocks of CE_BLOCK (those not ignored), for ce_rows_sum. */
-static void ce_rows(void *ctx, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void ce_rows(void *ctx, int64_t begin, int64_t end) {
   ce_job *j = ctx;
   const dl_ce_desc *d = j->d;
   float *e = malloc((size_t)j->classes * CE_BLOCK * sizeof *e);

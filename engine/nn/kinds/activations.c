@@ -6,6 +6,7 @@
  * outputs are rounded to it. */
 #include "nn/kinds/kinds.h"
 
+#include "numerics/cpu.h"
 #include "numerics/fmath.h"
 #include "numerics/half.h"
 #include "core/mem.h"
@@ -125,7 +126,7 @@ static void gelu_erf_grad_loop(const float *restrict dy, const float *restrict x
   }
 }
 
-static void act_forward_range(void *p, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void act_forward_range(void *p, int64_t begin, int64_t end) {
   const act_job *j = p;
   const float *restrict x = j->in + begin;
   float *restrict y = j->out + begin;
@@ -142,7 +143,7 @@ static void act_forward_range(void *p, int64_t begin, int64_t end) {
   }
 }
 
-static void act_backward_range(void *p, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void act_backward_range(void *p, int64_t begin, int64_t end) {
   const act_job *j = p;
   const float *restrict s = j->in + begin, *restrict dy = j->dy + begin;
   float *restrict dx = j->out + begin;

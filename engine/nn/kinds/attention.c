@@ -43,6 +43,7 @@
  * rounded to half (the backward of the cast to float32). */
 #include "nn/kinds/kinds.h"
 
+#include "numerics/cpu.h"
 #include "numerics/half.h"
 #include "numerics/fmath.h"
 #include "numerics/sums.h"
@@ -252,7 +253,7 @@ static const float *dropped_probs(const attn_job *j, int64_t i) {
   return pd;
 }
 
-static dl_status head_forward(const attn_job *j, int64_t i, const dl_backend *b) {
+DL_AVX512_CLONES static dl_status head_forward(const attn_job *j, int64_t i, const dl_backend *b) {
   const attn_dims g = j->g;
   const int64_t n = i / g.h, h = i % g.h, ld = 3 * g.e, tt = g.t * g.t;
   const float *q = j->qkv + n * g.t * ld + h * g.d, *k = q + g.e, *v = q + 2 * g.e;
@@ -267,7 +268,7 @@ static dl_status head_forward(const attn_job *j, int64_t i, const dl_backend *b)
   return DL_OK;
 }
 
-static dl_status head_backward(const attn_job *j, int64_t i, const dl_backend *b) {
+DL_AVX512_CLONES static dl_status head_backward(const attn_job *j, int64_t i, const dl_backend *b) {
   const attn_dims g = j->g;
   const dl_ctx *ctx = j->ctx;
   const int64_t n = i / g.h, h = i % g.h, ld = 3 * g.e, tt = g.t * g.t;

@@ -8,6 +8,7 @@
  * each reduction stays in one thread and runs in the order written here. */
 #include "nn/kinds/kinds.h"
 
+#include "numerics/cpu.h"
 #include "core/mem.h"
 #include "core/threads.h"
 
@@ -131,7 +132,7 @@ static void bn_channel_forward(const bn_fwd_job *j, int64_t c) {
   }
 }
 
-static void bn_forward_range(void *p, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void bn_forward_range(void *p, int64_t begin, int64_t end) {
   for (int64_t c = begin; c < end; c++) bn_channel_forward(p, c);
 }
 
@@ -224,7 +225,7 @@ static void bn_channel_backward(const bn_bwd_job *j, int64_t c) {
   }
 }
 
-static void bn_backward_range(void *p, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void bn_backward_range(void *p, int64_t begin, int64_t end) {
   for (int64_t c = begin; c < end; c++) bn_channel_backward(p, c);
 }
 

@@ -23,6 +23,7 @@
  * y, dy, dx, dW and db, as for Linear. */
 #include "nn/kinds/kinds.h"
 
+#include "numerics/cpu.h"
 #include "backend/cpu/sgemm.h"
 #include "numerics/half.h"
 #include "core/mem.h"
@@ -350,7 +351,7 @@ static void slot_range(const conv_job *j, int64_t slot, int64_t *begin, int64_t 
   *end = (slot + 1) * j->g->n / j->nslots;
 }
 
-static void conv_forward_slots(void *ctx, int64_t first, int64_t last) {
+DL_AVX512_CLONES static void conv_forward_slots(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
   for (int64_t slot = first; slot < last; slot++) {
@@ -370,7 +371,7 @@ static void conv_forward_slots(void *ctx, int64_t first, int64_t last) {
   }
 }
 
-static void conv_dx_slots(void *ctx, int64_t first, int64_t last) {
+DL_AVX512_CLONES static void conv_dx_slots(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
   for (int64_t slot = first; slot < last; slot++) {
@@ -406,7 +407,7 @@ static void part_rows(const conv_job *j, int64_t part, int64_t *r0, int64_t *r1)
 
 /* dW^T[r0:r1] = col_n[r0:r1] @ dy_n^T for n in order (the first GEMM
  * overwrites, the others add). */
-static void conv_dw_parts(void *ctx, int64_t first, int64_t last) {
+DL_AVX512_CLONES static void conv_dw_parts(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
   for (int64_t part = first; part < last; part++) {

@@ -9,6 +9,7 @@
  * masks (backend.h; the CUDA one with the device Philox) makes the same. */
 #include "nn/kinds/kinds.h"
 
+#include "numerics/cpu.h"
 #include "numerics/half.h"
 #include "core/mem.h"
 #include "numerics/philox.h"
@@ -49,7 +50,7 @@ static dl_stream row_stream(const dropout_job *j, int64_t r) {
   return dl_stream_make(j->ctx->seed, "dropout", idx, 3);
 }
 
-static void dropout_rows(void *p, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void dropout_rows(void *p, int64_t begin, int64_t end) {
   const dropout_job *j = p;
   const float keep_prob = 1.0f - j->l->desc.p;
   const float scale = 1.0f / keep_prob;

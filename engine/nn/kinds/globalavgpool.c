@@ -3,6 +3,7 @@
  * order by one thread. */
 #include "nn/kinds/kinds.h"
 
+#include "numerics/cpu.h"
 #include "numerics/half.h"
 #include "core/threads.h"
 
@@ -13,7 +14,7 @@ typedef struct gap_job {
   float count;
 } gap_job;
 
-static void gap_mean_planes(void *ctx, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void gap_mean_planes(void *ctx, int64_t begin, int64_t end) {
   const gap_job *j = ctx;
   for (int64_t p = begin; p < end; p++) {
     const float *x = j->src + p * j->plane;
@@ -23,7 +24,7 @@ static void gap_mean_planes(void *ctx, int64_t begin, int64_t end) {
   }
 }
 
-static void gap_spread_planes(void *ctx, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void gap_spread_planes(void *ctx, int64_t begin, int64_t end) {
   const gap_job *j = ctx;
   for (int64_t p = begin; p < end; p++) {
     float g = j->src[p] / j->count;

@@ -8,6 +8,7 @@
 
 #include "core/mem.h"
 #include "core/threads.h"
+#include "numerics/cpu.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -80,7 +81,7 @@ static inline void ln_rows_forward(const ln_fwd_job *j, int64_t r0, int n) {
 }
 
 /* The range is in blocks of LN_ROWS rows (the last one may be short). */
-static void ln_forward_range(void *p, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void ln_forward_range(void *p, int64_t begin, int64_t end) {
   const ln_fwd_job *j = p;
   for (int64_t blk = begin; blk < end; blk++) {
     const int64_t r0 = blk * LN_ROWS, left = j->rows - r0;
@@ -165,7 +166,7 @@ static inline void ln_rows_backward(const ln_bwd_job *j, int64_t r0, int n) {
   }
 }
 
-static void ln_dx_range(void *p, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void ln_dx_range(void *p, int64_t begin, int64_t end) {
   const ln_bwd_job *j = p;
   for (int64_t blk = begin; blk < end; blk++) {
     const int64_t r0 = blk * LN_ROWS, left = j->rows - r0;
@@ -204,7 +205,7 @@ static void ln_dwdb_block(const ln_bwd_job *j, int64_t i0, int64_t n) {
   }
 }
 
-static void ln_dwdb_range(void *p, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void ln_dwdb_range(void *p, int64_t begin, int64_t end) {
   const ln_bwd_job *j = p;
   for (int64_t blk = begin; blk < end; blk++) {
     const int64_t i0 = blk * LN_COLS;

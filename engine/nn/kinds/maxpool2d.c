@@ -4,6 +4,7 @@
  * argmax (flat index h*W + w in the plane) is kept as int32 for backward. */
 #include "nn/kinds/kinds.h"
 
+#include "numerics/cpu.h"
 #include "numerics/half.h"
 #include "core/mem.h"
 #include "core/threads.h"
@@ -185,7 +186,7 @@ static int pool_plane_2x2(const pool_job *j, int64_t p) {
   return nan;
 }
 
-static void pool_forward_planes(void *ctx, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void pool_forward_planes(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
   const bool fast = j->g.k == 2 && j->g.pad == 0;
   for (int64_t p = begin; p < end; p++)
@@ -196,7 +197,7 @@ static void pool_forward_planes(void *ctx, int64_t begin, int64_t end) {
  * order, within the one thread that owns the plane. Each plane is zeroed
  * here rather than at allocation, so that it is still in cache for the
  * scatter. */
-static void pool_backward_planes(void *ctx, int64_t begin, int64_t end) {
+DL_AVX512_CLONES static void pool_backward_planes(void *ctx, int64_t begin, int64_t end) {
   const pool_job *j = ctx;
   const int64_t in_plane = j->g.h * j->g.w, out_plane = j->g.oh * j->g.ow;
   for (int64_t p = begin; p < end; p++) {

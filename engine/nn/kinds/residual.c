@@ -4,14 +4,15 @@
  * layers. */
 #include "nn/kinds/kinds.h"
 
+#include "numerics/cpu.h"
 #include "numerics/half.h"
 #include "core/mem.h"
 #include "nn/seq.h"
 
 #include <stdio.h>
 
-static dl_status residual_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                                  dl_tensor *y) {
+DL_AVX512_CLONES static dl_status residual_forward(dl_layer *l, const dl_ctx *ctx,
+                                                   const dl_tensor *x, dl_tensor *y) {
   const dl_tensor *fx;
   DL_TRY(dl_seq_forward(l->body, ctx, x, &fx));
   if (fx->dtype != DL_F32 || x->dtype != DL_F32 || !dl_tensor_same_shape(fx, x)) {
@@ -33,8 +34,9 @@ static dl_status residual_forward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
   return DL_OK;
 }
 
-static dl_status residual_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x,
-                                   const dl_tensor *y, const dl_tensor *dy, dl_tensor *dx) {
+DL_AVX512_CLONES static dl_status residual_backward(dl_layer *l, const dl_ctx *ctx,
+                                                    const dl_tensor *x, const dl_tensor *y,
+                                                    const dl_tensor *dy, dl_tensor *dx) {
   (void)x, (void)y;
   DL_TRY(dl_seq_backward(l->body, ctx, dy, dx));
   if (!dx) return DL_OK;
