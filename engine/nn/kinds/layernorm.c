@@ -56,16 +56,83 @@ typedef struct ln_fwd_job {
  * it was most of the forward's time). n <= LN_ROWS rows from r0. */
 enum { LN_ROWS = 8 };
 
-static inline void ln_rows_forward(const ln_fwd_job *j, int64_t r0, int n) {
-  const int64_t dim = j->dim;
-  const float *x = j->x + r0 * dim;
-  double sum[LN_ROWS] = {0}, sq[LN_ROWS] = {0}, m[LN_ROWS];
+/* With AVX-512, a whole block's chains run in the lanes of one register, a
+ * row per lane: each row's operations are the scalar code's, in its order. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define LN_AVX512 __attribute__((target("avx512f,avx512vl")))
+#define LN_AVX512_INLINE __attribute__((target("avx512f,avx512vl"), always_inline)) inline
+
+/* Columns i .. i+cols-1 (cols <= 8) of LN_ROWS rows at x (row stride ld):
+ * c[k] holds column i + k, row r in lane r; columns from cols on are 0. */
+LN_AVX512_INLINE static void ln_columns(const float *x, int64_t ld, int cols, __m256 c[8]) {
+  const __mmask8 valid = (__mmask8)((1u << cols) - 1u);
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; i++) r[i] = _mm256_maskz_loadu_ps(valid, x + i * ld);
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; h++) { /* rows 4h .. 4h+3: columns k | k + 4 per 128-bit half */
+    r[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+    r[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+    r[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+    r[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+  }
+  for (int k = 0; k < 4; k++) {
+    c[k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x20);
+    c[k + 4] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x31);
+  }
+}
+
+/* The forward's m and sq of LN_ROWS rows at x (ln_rows_forward). */
+LN_AVX512 static void ln_moments8(const float *x, int64_t dim, double m[LN_ROWS],
+                                  double sq[LN_ROWS]) {
+  __m256 c[8];
+  __m512d sum = _mm512_setzero_pd(), acc = _mm512_setzero_pd();
+  for (int64_t i = 0; i < dim; i += 8) {
+    const int cols = dim - i < 8 ? (int)(dim - i) : 8;
+    ln_columns(x + i, dim, cols, c);
+    for (int k = 0; k < cols; k++) sum = _mm512_add_pd(sum, _mm512_cvtps_pd(c[k]));
+  }
+  const __m512d mean = _mm512_div_pd(sum, _mm512_set1_pd((double)dim));
+  for (int64_t i = 0; i < dim; i += 8) {
+    const int cols = dim - i < 8 ? (int)(dim - i) : 8;
+    ln_columns(x + i, dim, cols, c);
+    for (int k = 0; k < cols; k++) {
+      const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(c[k]), mean);
+      acc = _mm512_add_pd(acc, _mm512_mul_pd(d, d));
+    }
+  }
+  _mm512_storeu_pd(m, mean);
+  _mm512_storeu_pd(sq, acc);
+}
+#endif
+
+/* m[r] = the mean of row r in double, sq[r] its sum of squared deviations,
+ * for n <= LN_ROWS rows at x. */
+static inline void ln_moments(const float *x, int64_t dim, int n, double m[LN_ROWS],
+                              double sq[LN_ROWS]) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (n == LN_ROWS && dl_cpu_has_avx512f()) {
+    ln_moments8(x, dim, m, sq);
+    return;
+  }
+#endif
+  double sum[LN_ROWS] = {0};
   for (int64_t i = 0; i < dim; i++)
     for (int r = 0; r < n; r++) sum[r] += x[r * dim + i];
-  for (int r = 0; r < n; r++) m[r] = sum[r] / (double)dim;
+  for (int r = 0; r < n; r++) m[r] = sum[r] / (double)dim, sq[r] = 0.0;
   for (int64_t i = 0; i < dim; i++)
     for (int r = 0; r < n; r++)
       sq[r] += ((double)x[r * dim + i] - m[r]) * ((double)x[r * dim + i] - m[r]);
+}
+
+static inline void ln_rows_forward(const ln_fwd_job *j, int64_t r0, int n) {
+  const int64_t dim = j->dim;
+  const float *x = j->x + r0 * dim;
+  double sq[LN_ROWS], m[LN_ROWS];
+  ln_moments(x, dim, n, m, sq);
   for (int r = 0; r < n; r++) {
     const float mean = (float)m[r];
     const float rstd = (float)(1.0 / sqrt(sq[r] / (double)dim + j->eps));
@@ -140,11 +207,46 @@ static inline float ln_g(const ln_bwd_job *j, const float *dy, int64_t i) {
   return j->w ? dy[i] * j->w[i] : dy[i];
 }
 
-static inline void ln_rows_backward(const ln_bwd_job *j, int64_t r0, int n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+/* ln_sums of LN_ROWS rows in lanes. */
+LN_AVX512 static void ln_sums8(const ln_bwd_job *j, int64_t r0, double sum_g[LN_ROWS],
+                               double sum_gx[LN_ROWS]) {
+  const int64_t dim = j->dim;
+  const float *x = j->x + r0 * dim, *dy = j->dy + r0 * dim;
+  const __m256 mean = _mm256_loadu_ps(j->mean + r0), rstd = _mm256_loadu_ps(j->rstd + r0);
+  __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
+  __m256 cd[8], cx[8];
+  for (int64_t i = 0; i < dim; i += 8) {
+    const int cols = dim - i < 8 ? (int)(dim - i) : 8;
+    ln_columns(dy + i, dim, cols, cd);
+    ln_columns(x + i, dim, cols, cx);
+    for (int k = 0; k < cols; k++) {
+      const __m256 g = j->w ? _mm256_mul_ps(cd[k], _mm256_set1_ps(j->w[i + k])) : cd[k];
+      const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cx[k], mean), rstd);
+      const __m512d gd = _mm512_cvtps_pd(g);
+      sg = _mm512_add_pd(sg, gd);
+      sgx = _mm512_add_pd(sgx, _mm512_mul_pd(gd, _mm512_cvtps_pd(xhat)));
+    }
+  }
+  _mm512_storeu_pd(sum_g, sg);
+  _mm512_storeu_pd(sum_gx, sgx);
+}
+#endif
+
+/* The sums of g and g * xhat of n <= LN_ROWS rows from r0, each in column
+ * order. */
+static inline void ln_sums(const ln_bwd_job *j, int64_t r0, int n, double sum_g[LN_ROWS],
+                           double sum_gx[LN_ROWS]) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (n == LN_ROWS && dl_cpu_has_avx512f()) {
+    ln_sums8(j, r0, sum_g, sum_gx);
+    return;
+  }
+#endif
   const int64_t dim = j->dim;
   const float *x = j->x + r0 * dim, *dy = j->dy + r0 * dim;
   const float *mean = j->mean + r0, *rstd = j->rstd + r0;
-  double sum_g[LN_ROWS] = {0}, sum_gx[LN_ROWS] = {0};
+  for (int r = 0; r < n; r++) sum_g[r] = sum_gx[r] = 0.0;
   for (int64_t i = 0; i < dim; i++)
     for (int r = 0; r < n; r++) {
       float g = ln_g(j, dy + r * dim, i);
@@ -152,6 +254,14 @@ static inline void ln_rows_backward(const ln_bwd_job *j, int64_t r0, int n) {
       sum_g[r] += g;
       sum_gx[r] += (double)g * xhat;
     }
+}
+
+static inline void ln_rows_backward(const ln_bwd_job *j, int64_t r0, int n) {
+  const int64_t dim = j->dim;
+  const float *x = j->x + r0 * dim, *dy = j->dy + r0 * dim;
+  const float *mean = j->mean + r0, *rstd = j->rstd + r0;
+  double sum_g[LN_ROWS], sum_gx[LN_ROWS];
+  ln_sums(j, r0, n, sum_g, sum_gx);
   for (int r = 0; r < n; r++) {
     const float mean_g = (float)(sum_g[r] / (double)dim);
     const float mean_gx = (float)(sum_gx[r] / (double)dim);
