@@ -312,6 +312,39 @@ static void gelu_backward_same_bits_with_or_without_kept_erf(void **state) {
   dl_layer_destroy(&l);
 }
 
+/* Handed dx == dy (layer.h: backward_in_place, as seq.c does), every kind
+ * writes the bits it writes into a fresh dx, at 1 and 2 threads; dy varies
+ * per element, so a loop that read dy after writing dx would show. */
+static void backward_in_place_same_bits(void **state) {
+  (void)state;
+  const struct {
+    dl_layer_kind kind;
+    bool gelu_tanh;
+  } kinds[] = {{DL_RELU, false}, {DL_GELU, false}, {DL_GELU, true}, {DL_TANH, false}};
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+    for (int threads = 1; threads <= 2; threads++) {
+      assert_int_equal(dl_set_num_threads(threads), DL_OK);
+      dl_layer l;
+      make_act(&l, kinds[k].kind, kinds[k].gelu_tanh);
+      assert_true(l.ops->backward_in_place);
+      dl_ctx ctx = gc_ctx();
+      dl_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
+      grid(&x);
+      assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
+      assert_int_equal(dl_tensor_clone(&dy, &x, "dy"), DL_OK);
+      for (int64_t i = 0; i < dy.numel; i++) dl_f32(&dy)[i] = 0.25f + 0.001f * (float)(i % 997);
+      assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &dy, &dx), DL_OK);
+      assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &dy, &dy), DL_OK);
+      assert_memory_equal(dx.data, dy.data, dl_tensor_bytes(&x));
+      dl_tensor_free(&x);
+      dl_tensor_free(&y);
+      dl_tensor_free(&dy);
+      dl_tensor_free(&dx);
+      dl_layer_destroy(&l);
+    }
+  assert_int_equal(dl_set_num_threads(1), DL_OK);
+}
+
 static void bad_input_and_allocation_failures(void **state) {
   (void)state;
   dl_layer l;
@@ -354,6 +387,7 @@ int main(void) {
       cmocka_unit_test(autocast_rounds_outputs_to_half),
       cmocka_unit_test(bitwise_same_with_one_and_two_threads),
       cmocka_unit_test(gelu_backward_same_bits_with_or_without_kept_erf),
+      cmocka_unit_test(backward_in_place_same_bits),
       cmocka_unit_test(bad_input_and_allocation_failures),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

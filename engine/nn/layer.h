@@ -104,6 +104,11 @@ typedef struct dl_layer_ops {
    * else grad += dW (PyTorch accumulation); then has_grad = true. */
   dl_status (*backward)(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x, const dl_tensor *y,
                         const dl_tensor *dy, dl_tensor *dx);
+  /* Whether backward also takes dx == dy: one tensor the caller owns,
+   * holding dy, that it overwrites with dx (an elementwise kind). seq.c
+   * passes it so wherever it owns the gradient, which saves allocating dx
+   * and a pass over memory. */
+  bool backward_in_place;
   /* Optional, for what a kind holds beyond params, buffers and `saved`
    * (a residual's body): release frees what backward would have needed,
    * destroy everything. NULL: nothing beyond. */

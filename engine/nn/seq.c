@@ -132,6 +132,11 @@ dl_status dl_seq_backward(dl_seq *s, const dl_ctx *ctx, const dl_tensor *dy, dl_
     if (ctx->hooks.backward) ctx->hooks.backward(ctx->hooks.user, name, cur);
     const dl_tensor *xin = i > 0 ? &s->acts[i - 1] : s->input;
     dl_tensor next = {0};
+    if (l->ops->backward_in_place && cur == &grad && i > 0) { /* dx over dy (layer.h) */
+      next = grad;
+      grad = (dl_tensor){0};
+      cur = &next;
+    }
     st = l->ops->backward(l, ctx, xin, &s->acts[i], cur, i > 0 ? &next : dx);
     if (st != DL_OK) {
       dl_tensor_free(&next);

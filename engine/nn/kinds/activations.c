@@ -77,12 +77,13 @@ static void relu_loop(const float *restrict x, float *restrict y, int64_t n) {
   for (; i < n; i++) y[i] = relu_f(x[i]);
 }
 
-static void relu_grad_loop(const float *restrict dy, const float *restrict y, float *restrict dx,
-                           int64_t n) {
+/* The backward loops take g holding dy and leave dx in it (in place: the
+ * activation's backward may be handed dx == dy, layer.h). */
+static void relu_grad_loop(float *restrict g, const float *restrict y, int64_t n) {
   int64_t i = 0;
   for (; i + ACT_BLOCK <= n; i += ACT_BLOCK)
-    for (int t = 0; t < ACT_BLOCK; t++) dx[i + t] = relu_grad(dy[i + t], y[i + t]);
-  for (; i < n; i++) dx[i] = relu_grad(dy[i], y[i]);
+    for (int t = 0; t < ACT_BLOCK; t++) g[i + t] = relu_grad(g[i + t], y[i + t]);
+  for (; i < n; i++) g[i] = relu_grad(g[i], y[i]);
 }
 
 /* GELU (erf form) over blocks: erf and exp of a block at once
@@ -109,8 +110,8 @@ static void gelu_erf_loop(const float *restrict x, float *restrict y, float *res
 }
 
 /* kept: the forward's erf values, or NULL (then computed here). */
-static void gelu_erf_grad_loop(const float *restrict dy, const float *restrict x,
-                               const float *restrict kept, float *restrict dx, int64_t n) {
+static void gelu_erf_grad_loop(float *restrict dy_dx, const float *restrict x,
+                               const float *restrict kept, int64_t n) {
   float scratch[GELU_BLOCK], g[GELU_BLOCK];
   for (int64_t i0 = 0; i0 < n; i0 += GELU_BLOCK) {
     int64_t m = n - i0 < GELU_BLOCK ? n - i0 : GELU_BLOCK;
@@ -121,7 +122,7 @@ static void gelu_erf_grad_loop(const float *restrict dy, const float *restrict x
     for (int64_t i = 0; i < m; i++) {
       float cdf = 0.5f * (1.0f + e[i]);
       float pdf = kInvSqrt2Pi * g[i];
-      dx[i0 + i] = dy[i0 + i] * (cdf + x[i0 + i] * pdf);
+      dy_dx[i0 + i] = dy_dx[i0 + i] * (cdf + x[i0 + i] * pdf);
     }
   }
 }
@@ -143,19 +144,22 @@ DL_AVX512_CLONES static void act_forward_range(void *p, int64_t begin, int64_t e
   }
 }
 
+/* dx over the range: dy copied into it first unless the two are one
+ * buffer (in place), then each kind's loop in place. */
 DL_AVX512_CLONES static void act_backward_range(void *p, int64_t begin, int64_t end) {
   const act_job *j = p;
-  const float *restrict s = j->in + begin, *restrict dy = j->dy + begin;
+  const float *restrict s = j->in + begin;
   float *restrict dx = j->out + begin;
   const int64_t n = end - begin;
+  if (j->dy != j->out) memcpy(dx, j->dy + begin, (size_t)n * sizeof *dx);
   switch (j->kind) {
-  case ACT_RELU: relu_grad_loop(dy, s, dx, n); break;
-  case ACT_GELU_ERF: gelu_erf_grad_loop(dy, s, j->erf ? j->erf + begin : NULL, dx, n); break;
+  case ACT_RELU: relu_grad_loop(dx, s, n); break;
+  case ACT_GELU_ERF: gelu_erf_grad_loop(dx, s, j->erf ? j->erf + begin : NULL, n); break;
   case ACT_GELU_TANH:
-    for (int64_t i = 0; i < n; i++) dx[i] = gelu_tanh_grad(dy[i], s[i]);
+    for (int64_t i = 0; i < n; i++) dx[i] = gelu_tanh_grad(dx[i], s[i]);
     break;
   case ACT_TANH:
-    for (int64_t i = 0; i < n; i++) dx[i] = tanh_grad(dy[i], s[i]);
+    for (int64_t i = 0; i < n; i++) dx[i] = tanh_grad(dx[i], s[i]);
     break;
   }
 }
@@ -196,9 +200,11 @@ static dl_status act_backward(dl_layer *l, const dl_tensor *saved, const dl_tens
   DL_TRY(act_check(l, saved, "saved activation"));
   DL_TRY(dl_layer_check_dy(l, dy, saved));
   if (!dx) return DL_OK;
-  dl_status s = dl_tensor_alloc_uninit(dx, DL_F32, dy->ndim, dy->shape,
-                                       "activation input gradient");
-  if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
+  if (dx != dy) {
+    dl_status s = dl_tensor_alloc_uninit(dx, DL_F32, dy->ndim, dy->shape,
+                                         "activation input gradient");
+    if (s != DL_OK) return dl_fail_context(s, "%s: ", dl_layer_label(l, name, sizeof name));
+  }
   act_job job = {.kind = kind, .in = dl_f32(saved), .dy = dl_f32(dy), .out = dl_f32(dx)};
   if (kind == ACT_GELU_ERF && !dl_tensor_empty(&l->saved[0]) &&
       dl_tensor_same_shape(&l->saved[0], saved))
@@ -239,6 +245,12 @@ static dl_status tanh_backward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *
   return act_backward(l, y, dy, dx, ACT_TANH);
 }
 
-const dl_layer_ops dl_relu_ops = {.forward = relu_forward, .backward = relu_backward};
-const dl_layer_ops dl_gelu_ops = {.forward = gelu_forward, .backward = gelu_backward};
-const dl_layer_ops dl_tanh_ops = {.forward = tanh_forward, .backward = tanh_backward};
+const dl_layer_ops dl_relu_ops = {.forward = relu_forward,
+                                  .backward = relu_backward,
+                                  .backward_in_place = true};
+const dl_layer_ops dl_gelu_ops = {.forward = gelu_forward,
+                                  .backward = gelu_backward,
+                                  .backward_in_place = true};
+const dl_layer_ops dl_tanh_ops = {.forward = tanh_forward,
+                                  .backward = tanh_backward,
+                                  .backward_in_place = true};
