@@ -190,6 +190,41 @@ static void jobs_back_to_back_and_after_idle(void **state) {
     }
 }
 
+/* Each thread runs its own share of the chunks first, then takes chunks
+ * from the shares of others: chunk 0 (the caller's first) waits for all
+ * the others, so the worker must finish its own share and then take the
+ * rest of the caller's, or chunk 0 times out. */
+typedef struct steal_ctx {
+  atomic_int others_done;
+  atomic_bool waited_out;
+} steal_ctx;
+
+static void wait_for_the_others(void *ctx, int64_t begin, int64_t end) {
+  steal_ctx *c = ctx;
+  for (int64_t i = begin; i < end; i++) {
+    if (i != 0) {
+      atomic_fetch_add(&c->others_done, 1);
+      continue;
+    }
+    for (int ms = 0; atomic_load(&c->others_done) < 7; ms++) {
+      if (ms == 5000) {
+        atomic_store(&c->waited_out, true);
+        return;
+      }
+      sleep_ms(1);
+    }
+  }
+}
+
+static void a_busy_threads_share_is_taken(void **state) {
+  (void)state;
+  assert_int_equal(dl_set_num_threads(2), DL_OK);
+  steal_ctx c = {0};
+  dl_parallel_for(8, 1, wait_for_the_others, &c);
+  assert_false(atomic_load(&c.waited_out));
+  assert_int_equal(atomic_load(&c.others_done), 7);
+}
+
 /* Fewer threads after more: the extra workers must stay out. */
 static void fewer_threads_after_more(void **state) {
   (void)state;
@@ -297,6 +332,7 @@ int main(void) {
       cmocka_unit_test_teardown(every_index_exactly_once, teardown),
       cmocka_unit_test_teardown(chunks_run_in_parallel, teardown),
       cmocka_unit_test_teardown(jobs_back_to_back_and_after_idle, teardown),
+      cmocka_unit_test_teardown(a_busy_threads_share_is_taken, teardown),
       cmocka_unit_test_teardown(fewer_threads_after_more, teardown),
       cmocka_unit_test_teardown(nested_calls_run_inline, teardown),
       cmocka_unit_test_teardown(concurrent_callers, teardown),
