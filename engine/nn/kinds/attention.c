@@ -268,6 +268,46 @@ DL_AVX512_CLONES static dl_status head_forward(const attn_job *j, int64_t i, con
   return DL_OK;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "numerics/columns8.h"
+
+__attribute__((target("avx512f,avx512vl"))) static void dp_dot_p8(const float *dp, const float *p,
+                                                                  int64_t t, float s[8]) {
+  __m256 cd[8], cp[8];
+  __m512d sum = _mm512_setzero_pd();
+  for (int64_t i = 0; i < t; i += 8) {
+    const int cols = t - i < 8 ? (int)(t - i) : 8;
+    dl_columns8(dp + i, t, cols, cd);
+    dl_columns8(p + i, t, cols, cp);
+    for (int k = 0; k < cols; k++)
+      sum = _mm512_add_pd(sum, _mm512_cvtps_pd(_mm256_mul_ps(cd[k], cp[k])));
+  }
+  _mm256_storeu_ps(s, _mm512_cvtpd_ps(sum));
+}
+#endif
+
+/* s[k] = sum over c, in order, of (double)(dp * p) of row k, for `rows`
+ * <= DS_ROWS rows of t columns: with AVX-512 a block of eight in the lanes
+ * of one register (each row's operations and order as alone; one row's
+ * chain of double adds is latency-bound, and was the most of
+ * head_backward's own time). */
+enum { DS_ROWS = 8 };
+
+static inline void dp_dot_p(const float *dp, const float *p, int64_t t, int rows,
+                            float s[DS_ROWS]) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (rows == DS_ROWS && dl_cpu_has_avx512f()) {
+    dp_dot_p8(dp, p, t, s);
+    return;
+  }
+#endif
+  for (int k = 0; k < rows; k++) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < t; c++) sum += (double)(dp[k * t + c] * p[k * t + c]);
+    s[k] = (float)sum;
+  }
+}
+
 DL_AVX512_CLONES static dl_status head_backward(const attn_job *j, int64_t i, const dl_backend *b) {
   const attn_dims g = j->g;
   const dl_ctx *ctx = j->ctx;
@@ -286,13 +326,15 @@ DL_AVX512_CLONES static dl_status head_backward(const attn_job *j, int64_t i, co
   /* dropout, then softmax: dS = (dP - sum(dP * P)) * P per row */
   if (j->mask)
     for (int64_t k2 = 0; k2 < tt; k2++) dp[k2] *= j->mask[i * tt + k2];
-  for (int64_t r = 0; r < g.t; r++) {
-    float *row = dp + r * g.t;
-    const float *pr = p + r * g.t;
-    double sum = 0.0;
-    for (int64_t c = 0; c < g.t; c++) sum += (double)(row[c] * pr[c]);
-    const float s = (float)sum;
-    for (int64_t c = 0; c < g.t; c++) row[c] = (row[c] - s) * pr[c];
+  for (int64_t r = 0; r < g.t; r += DS_ROWS) {
+    const int rows = g.t - r < DS_ROWS ? (int)(g.t - r) : DS_ROWS;
+    float s[DS_ROWS];
+    dp_dot_p(dp + r * g.t, p + r * g.t, g.t, rows, s);
+    for (int k2 = 0; k2 < rows; k2++) {
+      float *row = dp + (r + k2) * g.t;
+      const float *pr = p + (r + k2) * g.t;
+      for (int64_t c = 0; c < g.t; c++) row[c] = (row[c] - s[k2]) * pr[c];
+    }
   }
   dl_round_inplace(dp, tt, (int)ctx->autocast);
   /* dq' = dS k, then through q / sqrt(d); dk = dS^T q' */

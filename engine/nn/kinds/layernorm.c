@@ -59,31 +59,8 @@ enum { LN_ROWS = 8 };
 /* With AVX-512, a whole block's chains run in the lanes of one register, a
  * row per lane: each row's operations are the scalar code's, in its order. */
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "numerics/columns8.h"
 #define LN_AVX512 __attribute__((target("avx512f,avx512vl")))
-#define LN_AVX512_INLINE __attribute__((target("avx512f,avx512vl"), always_inline)) inline
-
-/* Columns i .. i+cols-1 (cols <= 8) of LN_ROWS rows at x (row stride ld):
- * c[k] holds column i + k, row r in lane r; columns from cols on are 0. */
-LN_AVX512_INLINE static void ln_columns(const float *x, int64_t ld, int cols, __m256 c[8]) {
-  const __mmask8 valid = (__mmask8)((1u << cols) - 1u);
-  __m256 r[8], t[8];
-  for (int i = 0; i < 8; i++) r[i] = _mm256_maskz_loadu_ps(valid, x + i * ld);
-  for (int i = 0; i < 4; i++) {
-    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; h++) { /* rows 4h .. 4h+3: columns k | k + 4 per 128-bit half */
-    r[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
-    r[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
-    r[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-    r[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
-  }
-  for (int k = 0; k < 4; k++) {
-    c[k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x20);
-    c[k + 4] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x31);
-  }
-}
 
 /* The forward's m and sq of LN_ROWS rows at x (ln_rows_forward). */
 LN_AVX512 static void ln_moments8(const float *x, int64_t dim, double m[LN_ROWS],
@@ -92,13 +69,13 @@ LN_AVX512 static void ln_moments8(const float *x, int64_t dim, double m[LN_ROWS]
   __m512d sum = _mm512_setzero_pd(), acc = _mm512_setzero_pd();
   for (int64_t i = 0; i < dim; i += 8) {
     const int cols = dim - i < 8 ? (int)(dim - i) : 8;
-    ln_columns(x + i, dim, cols, c);
+    dl_columns8(x + i, dim, cols, c);
     for (int k = 0; k < cols; k++) sum = _mm512_add_pd(sum, _mm512_cvtps_pd(c[k]));
   }
   const __m512d mean = _mm512_div_pd(sum, _mm512_set1_pd((double)dim));
   for (int64_t i = 0; i < dim; i += 8) {
     const int cols = dim - i < 8 ? (int)(dim - i) : 8;
-    ln_columns(x + i, dim, cols, c);
+    dl_columns8(x + i, dim, cols, c);
     for (int k = 0; k < cols; k++) {
       const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(c[k]), mean);
       acc = _mm512_add_pd(acc, _mm512_mul_pd(d, d));
@@ -218,8 +195,8 @@ LN_AVX512 static void ln_sums8(const ln_bwd_job *j, int64_t r0, double sum_g[LN_
   __m256 cd[8], cx[8];
   for (int64_t i = 0; i < dim; i += 8) {
     const int cols = dim - i < 8 ? (int)(dim - i) : 8;
-    ln_columns(dy + i, dim, cols, cd);
-    ln_columns(x + i, dim, cols, cx);
+    dl_columns8(dy + i, dim, cols, cd);
+    dl_columns8(x + i, dim, cols, cx);
     for (int k = 0; k < cols; k++) {
       const __m256 g = j->w ? _mm256_mul_ps(cd[k], _mm256_set1_ps(j->w[i + k])) : cd[k];
       const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cx[k], mean), rstd);
