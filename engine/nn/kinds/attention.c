@@ -276,9 +276,8 @@ __attribute__((target("avx512f,avx512vl"))) static void dp_dot_p8(const float *d
   __m256 cd[8], cp[8];
   __m512d sum = _mm512_setzero_pd();
   for (int64_t i = 0; i < t; i += 8) {
-    const int cols = t - i < 8 ? (int)(t - i) : 8;
-    dl_columns8(dp + i, t, cols, cd);
-    dl_columns8(p + i, t, cols, cp);
+    const int cols = dl_columns8(dp, t, i, cd);
+    dl_columns8(p, t, i, cp);
     for (int k = 0; k < cols; k++)
       sum = _mm512_add_pd(sum, _mm512_cvtps_pd(_mm256_mul_ps(cd[k], cp[k])));
   }

@@ -68,14 +68,12 @@ LN_AVX512 static void ln_moments8(const float *x, int64_t dim, double m[LN_ROWS]
   __m256 c[8];
   __m512d sum = _mm512_setzero_pd(), acc = _mm512_setzero_pd();
   for (int64_t i = 0; i < dim; i += 8) {
-    const int cols = dim - i < 8 ? (int)(dim - i) : 8;
-    dl_columns8(x + i, dim, cols, c);
+    const int cols = dl_columns8(x, dim, i, c);
     for (int k = 0; k < cols; k++) sum = _mm512_add_pd(sum, _mm512_cvtps_pd(c[k]));
   }
   const __m512d mean = _mm512_div_pd(sum, _mm512_set1_pd((double)dim));
   for (int64_t i = 0; i < dim; i += 8) {
-    const int cols = dim - i < 8 ? (int)(dim - i) : 8;
-    dl_columns8(x + i, dim, cols, c);
+    const int cols = dl_columns8(x, dim, i, c);
     for (int k = 0; k < cols; k++) {
       const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(c[k]), mean);
       acc = _mm512_add_pd(acc, _mm512_mul_pd(d, d));
@@ -99,7 +97,10 @@ static inline void ln_moments(const float *x, int64_t dim, int n, double m[LN_RO
   double sum[LN_ROWS] = {0};
   for (int64_t i = 0; i < dim; i++)
     for (int r = 0; r < n; r++) sum[r] += x[r * dim + i];
-  for (int r = 0; r < n; r++) m[r] = sum[r] / (double)dim, sq[r] = 0.0;
+  for (int r = 0; r < n; r++) {
+    m[r] = sum[r] / (double)dim;
+    sq[r] = 0.0;
+  }
   for (int64_t i = 0; i < dim; i++)
     for (int r = 0; r < n; r++)
       sq[r] += ((double)x[r * dim + i] - m[r]) * ((double)x[r * dim + i] - m[r]);
@@ -194,9 +195,8 @@ LN_AVX512 static void ln_sums8(const ln_bwd_job *j, int64_t r0, double sum_g[LN_
   __m512d sg = _mm512_setzero_pd(), sgx = _mm512_setzero_pd();
   __m256 cd[8], cx[8];
   for (int64_t i = 0; i < dim; i += 8) {
-    const int cols = dim - i < 8 ? (int)(dim - i) : 8;
-    dl_columns8(dy + i, dim, cols, cd);
-    dl_columns8(x + i, dim, cols, cx);
+    const int cols = dl_columns8(dy, dim, i, cd);
+    dl_columns8(x, dim, i, cx);
     for (int k = 0; k < cols; k++) {
       const __m256 g = j->w ? _mm256_mul_ps(cd[k], _mm256_set1_ps(j->w[i + k])) : cd[k];
       const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(cx[k], mean), rstd);
