@@ -281,6 +281,56 @@ static void bias_starts_every_sum(void **state) {
   }
 }
 
+/* B [K, N] (ldb) in dl_sgemm_packed_b's layout of nr-wide panels, the
+ * padding columns zero. */
+static float *packed_copy(const float *B, int64_t ldb, int64_t K, int64_t N, int nr) {
+  const int64_t panels = (N + nr - 1) / nr;
+  float *p = calloc((size_t)(panels > 0 ? panels : 1) * (size_t)nr * (size_t)(K > 0 ? K : 1),
+                    sizeof(float));
+  assert_non_null(p);
+  for (int64_t k = 0; k < K; k++)
+    for (int64_t j = 0; j < N; j++) p[j / nr * nr * K + k * nr + j % nr] = B[k * ldb + j];
+  return p;
+}
+
+static void check_packed_b(const gemm_case *c, int nr) {
+  gemm_operands o = make_operands(c);
+  float *packed = packed_copy(o.B, o.ldb, c->K, c->N, nr);
+  float *want = ref_result(c, &o), *got = copy_of_c(c, &o);
+  dl_sgemm_packed_b(c->M, c->N, c->K, o.A, o.lda, packed, nr, c->beta, got, o.ldc);
+  assert_same_bits(c, &o, want, got, nr == dl_sgemm_panel_width() ? "packed" : "packed, other nr");
+  free(packed);
+  free(want);
+  free(got);
+  free_operands(&o);
+}
+
+/* A caller's packed op(B): blocked, ragged, narrow, several K blocks,
+ * K = 0 and threads, on every ISA at 1 and 2 threads, beta 0 and 1; and
+ * panels of a width the ISA does not use (the reference loop). */
+static void packed_b_matches_ref(void **state) {
+  (void)state;
+  const dl_gemm_isa_id ids[] = {DL_GEMM_PORTABLE, DL_GEMM_AVX2, DL_GEMM_AVX512};
+  const int64_t shapes[][3] = {{33, 65, 300},
+                               {29, 47, 17},
+                               {100, 10, 64},
+                               {64, 100, 330},
+                               {5, 7, 0}};
+  for (int i = 0; i < 3; i++) {
+    if (!dl_gemm_force_isa(ids[i])) continue;
+    for (int threads = 1; threads <= 2; threads++) {
+      assert_int_equal(dl_set_num_threads(threads), DL_OK);
+      for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 2; t++) {
+          gemm_case c = {false, false, shapes[s][0], shapes[s][1], shapes[s][2], 3 * t, (float)t};
+          check_packed_b(&c, dl_sgemm_panel_width());
+        }
+    }
+    gemm_case c = {false, false, 21, 45, 70, 1, 1.0f};
+    check_packed_b(&c, dl_sgemm_panel_width() + 4);
+  }
+}
+
 static void zero_sizes_and_beta(void **state) {
   (void)state;
   /* K = 0: C := beta * C (beta 0 gives +0 even over NaN). */
@@ -336,6 +386,7 @@ int main(void) {
       cmocka_unit_test_teardown(thread_counts_give_the_same_bits, teardown),
       cmocka_unit_test_teardown(isa_paths_give_the_same_bits, teardown),
       cmocka_unit_test_teardown(bias_starts_every_sum, teardown),
+      cmocka_unit_test_teardown(packed_b_matches_ref, teardown),
       cmocka_unit_test_teardown(zero_sizes_and_beta, teardown),
       cmocka_unit_test_teardown(non_finite_values_match_ref, teardown),
   };

@@ -98,7 +98,9 @@ typedef struct gemm_job {
   const float *A, *B;
   int64_t lda, ldb;
   float beta;
-  const float *bias; /* dl_sgemm_bias's, or NULL; with beta 1 */
+  const float *bias;     /* dl_sgemm_bias's, or NULL; with beta 1 */
+  const float *packed_b; /* dl_sgemm_packed_b's op(B), or NULL */
+  int64_t packed_nr;     /* its panels' width */
   float *C;
   int64_t ldc;
   int64_t kc;               /* K block depth */
@@ -150,6 +152,26 @@ static const float *b_at(const gemm_job *g, int64_t k, int64_t j) {
   return g->trans_b ? g->B + j * g->ldb + k : g->B + k * g->ldb + j;
 }
 
+/* The reference order on C[i0:i0+m, j0:j0+n], from the bias where the job
+ * has one: the blocked path's fallback, the same bits. */
+static void ref_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, int64_t n) {
+  fill_bias(g, i0, m, j0, n);
+  float *c = g->C + i0 * g->ldc + j0;
+  if (!g->packed_b) {
+    dl_sgemm_ref(g->trans_a, g->trans_b, m, n, g->K, a_at(g, i0, 0), g->lda, b_at(g, 0, j0), g->ldb,
+                 g->beta, c, g->ldc);
+    return;
+  }
+  const int64_t nr = g->packed_nr;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = j0; j < j0 + n; j++) {
+      const float *col = g->packed_b + j / nr * nr * g->K + j % nr;
+      float acc = initial_acc(g->beta, c[i * g->ldc + j - j0]);
+      for (int64_t k = 0; k < g->K; k++) acc = fmaf(*a_at(g, i0 + i, k), col[k * nr], acc);
+      c[i * g->ldc + j - j0] = acc;
+    }
+}
+
 /* An A that is not transposed is read in place where the ISA has a direct
  * kernel; a panel of it is packed only for the ragged sub-tiles, which the
  * direct kernel does not take. */
@@ -181,7 +203,12 @@ static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, i
       for (int64_t j = 0; j < n; j++) c[i * g->ldc + j] *= g->beta;
   for (int64_t k0 = 0; k0 < g->K; k0 += g->kc) {
     int64_t kc = g->K - k0 < g->kc ? g->K - k0 : g->kc;
-    isa->pack_b(g->trans_b, b_at(g, k0, j0), g->ldb, n, kc, bp);
+    /* Floats from one B panel to the next: the packed block's, or the
+     * whole K of a caller's packed op(B). */
+    const int64_t panel_k = g->packed_b ? g->K : kc;
+    const float *b = bp;
+    if (g->packed_b) b = g->packed_b + j0 * g->K + k0 * isa->nr;
+    else isa->pack_b(g->trans_b, b_at(g, k0, j0), g->ldb, n, kc, bp);
     if (!direct) isa->pack_a(g->trans_a, a_at(g, i0, k0), g->lda, m, kc, ap);
     for (int64_t ir = 0; ir < m; ir += isa->mr) {
       int rows = m - ir < isa->mr ? (int)(m - ir) : isa->mr;
@@ -191,18 +218,18 @@ static void compute_tile(const gemm_job *g, int64_t i0, int64_t m, int64_t j0, i
         float *cij = c + ir * g->ldc + jr;
         const dl_gemm_start start = start_at(g, k0, cij, j0 + jr);
         if (!panel && rows == isa->mr && cols == isa->nr) {
-          isa->kernel_direct(kc, a, g->lda, bp + jr * kc, cij, g->ldc, start);
+          isa->kernel_direct(kc, a, g->lda, b + jr * panel_k, cij, g->ldc, start);
           continue;
         }
         if (!panel && rows == isa->mr && isa->kernel_direct_edge) {
-          isa->kernel_direct_edge(kc, a, g->lda, bp + jr * kc, cij, g->ldc, start, cols);
+          isa->kernel_direct_edge(kc, a, g->lda, b + jr * panel_k, cij, g->ldc, start, cols);
           continue;
         }
         if (!panel) {
           isa->pack_a(false, a, g->lda, rows, kc, ap);
           panel = ap;
         }
-        run_kernel(isa, kc, panel, bp + jr * kc, cij, g->ldc, rows, cols, start);
+        run_kernel(isa, kc, panel, b + jr * panel_k, cij, g->ldc, rows, cols, start);
       }
     }
   }
@@ -222,20 +249,15 @@ static void tile_extent(int64_t t, int64_t tiles, int64_t panels, int64_t width,
 static void compute_tiles(void *ctx, int64_t begin, int64_t end) {
   const gemm_job *g = ctx;
   size_t a_floats = a_buffer_floats(g);
-  size_t b_floats = (size_t)(g->tile_pn * g->isa->nr * g->kc);
+  size_t b_floats = g->packed_b ? 0 : (size_t)(g->tile_pn * g->isa->nr * g->kc);
   size_t bytes = ((a_floats + b_floats) * sizeof(float) + 63) / 64 * 64;
   float *buf = aligned_alloc(64, bytes);
   for (int64_t t = begin; t < end; t++) {
     int64_t i0, m, j0, n;
     tile_extent(t % g->tiles_m, g->tiles_m, g->pm, g->isa->mr, g->M, &i0, &m);
     tile_extent(t / g->tiles_m, g->tiles_n, g->pn, g->isa->nr, g->N, &j0, &n);
-    if (buf) {
-      compute_tile(g, i0, m, j0, n, buf + b_floats, buf);
-      continue;
-    }
-    fill_bias(g, i0, m, j0, n);
-    dl_sgemm_ref(g->trans_a, g->trans_b, m, n, g->K, a_at(g, i0, 0), g->lda, b_at(g, 0, j0), g->ldb,
-                 g->beta, g->C + i0 * g->ldc + j0, g->ldc);
+    if (buf) compute_tile(g, i0, m, j0, n, buf + b_floats, buf);
+    else ref_tile(g, i0, m, j0, n);
   }
   free(buf);
 }
@@ -262,8 +284,9 @@ static void narrow_rows(void *ctx, int64_t begin, int64_t end) {
  * blocked path's); returns false, computing nothing, if it cannot be had. */
 static bool run_narrow(const gemm_job *g, int threads) {
   narrow_job nj = {.g = g, .b = g->B, .b_k = g->ldb};
+  if (g->packed_b) nj = (narrow_job){.g = g, .b = g->packed_b, .b_k = g->packed_nr};
   float *bt = NULL;
-  if (g->trans_b) {
+  if (g->trans_b && !g->packed_b) {
     const size_t bytes = ((size_t)g->K * (size_t)g->isa->narrow_nr * sizeof(float) + 63) / 64 * 64;
     bt = aligned_alloc(64, bytes);
     if (!bt) return false;
@@ -312,14 +335,13 @@ static void choose_tiles(gemm_job *g, int threads) {
 
 static void run_gemm(gemm_job *g) {
   if (g->M <= 0 || g->N <= 0) return;
-  if (g->K <= 0) {
-    fill_bias(g, 0, g->M, 0, g->N);
-    dl_sgemm_ref(g->trans_a, g->trans_b, g->M, g->N, 0, g->A, g->lda, g->B, g->ldb, g->beta, g->C,
-                 g->ldc);
+  if (g->K <= 0 || (g->packed_b && g->packed_nr != g->isa->nr)) {
+    ref_tile(g, 0, g->M, 0, g->N);
     return;
   }
   int threads = dl_get_num_threads();
-  if (g->N <= g->isa->narrow_nr && run_narrow(g, threads)) return;
+  /* The narrow path reads a packed op(B) of one panel as it is. */
+  if (g->N <= g->isa->narrow_nr && g->N <= g->isa->nr && run_narrow(g, threads)) return;
   choose_tiles(g, threads);
   int64_t tiles = g->tiles_m * g->tiles_n;
   if (tiles == 1) compute_tiles(g, 0, 1);
@@ -358,3 +380,13 @@ void dl_sgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
   g.bias = bias;
   run_gemm(&g);
 }
+
+void dl_sgemm_packed_b(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                       const float *packed_b, int nr, float beta, float *C, int64_t ldc) {
+  gemm_job g = job_for(false, false, M, N, K, A, lda, NULL, 0, beta, C, ldc);
+  g.packed_b = packed_b;
+  g.packed_nr = nr;
+  run_gemm(&g);
+}
+
+int dl_sgemm_panel_width(void) { return isa_now()->nr; }

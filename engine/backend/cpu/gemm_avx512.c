@@ -13,6 +13,8 @@
 
 #include <immintrin.h>
 
+#include "numerics/transpose16.h"
+
 /* VL and FMA for the xmm and ymm edges. */
 #define DL_AVX512 __attribute__((target("avx512f,avx512vl,fma")))
 
@@ -64,41 +66,6 @@ DL_AVX512 static void kernel_8x32(int64_t kc, const float *ap, const float *bp, 
 DL_AVX512 static void kernel_8x32_direct(int64_t kc, const float *a, int64_t lda, const float *bp,
                                          float *c, int64_t ldc, dl_gemm_start start) {
   tile_8x32(kc, a, lda, 1, bp, c, ldc, start);
-}
-
-/* r[i] := column i of the 16 x 16 matrix whose rows are r[0..15]:
- * pairs of rows, then quads, interleave within 128-bit lanes; two rounds of
- * lane shuffles finish the transpose. */
-DL_AVX512 static void transpose16(__m512 r[16]) {
-  __m512 t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; i++) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; g++) {
-    __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
-    __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
-    /* u[4g + c], lane L: column 4L + c of rows 4g..4g+3 */
-    r[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-    r[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-    r[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-    r[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-  }
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; c++) {
-    __m512 s0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44);
-    __m512 s1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
-    __m512 s2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
-    __m512 s3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
-    t[c] = _mm512_shuffle_f32x4(s0, s2, 0x88);
-    t[4 + c] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
-    t[8 + c] = _mm512_shuffle_f32x4(s1, s3, 0x88);
-    t[12 + c] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; i++) r[i] = t[i];
 }
 
 static __mmask16 first_lanes(int64_t n) {
@@ -202,7 +169,7 @@ DL_AVX512 static void transpose_block(const float *src, int64_t ld, int rows, in
                                       float *dst, int64_t dst_step, __mmask16 store) {
   __m512 r[16];
   load_block(src, ld, rows, kn, r);
-  transpose16(r);
+  dl_transpose16(r);
   for (int64_t k = 0; k < kn; k++) _mm512_mask_storeu_ps(dst + k * dst_step, store, r[k]);
 }
 
@@ -222,7 +189,7 @@ DL_AVX512 static void pack_a_avx512(bool trans, const float *a, int64_t lda, int
           r[k] = _mm512_maskz_loadu_ps(valid, a + (k0 + k) * lda + i0);
       } else {
         load_block(a + i0 * lda + k0, lda, rows, kn, r);
-        transpose16(r);
+        dl_transpose16(r);
       }
       for (int64_t k = 0; k < kn; k++) {
         _mm256_storeu_ps(out + (k0 + k) * MR, _mm512_castps512_ps256(r[k]));

@@ -28,6 +28,18 @@ void dl_sgemm_bias(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, 
                    int64_t lda, const float *B, int64_t ldb, const float *bias, float *C,
                    int64_t ldc);
 
+/* C = beta * C + A op(B), A not transposed, with op(B) [K, N] handed over
+ * already in the packed layout the GEMM's kernels read (a convolution
+ * writes its patches straight into it, saving the copy): panels of nr
+ * columns, element (k, j) at packed_b[(j / nr) * nr * K + k * nr + j % nr],
+ * the last panel's columns past N zero. nr should be
+ * dl_sgemm_panel_width(); any other is computed in the reference loop
+ * (slower, the same bits). The same order per element as dl_sgemm. */
+void dl_sgemm_packed_b(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                       const float *packed_b, int nr, float beta, float *C, int64_t ldc);
+/* The panel width dl_sgemm_packed_b wants now (the ISA's kernel width). */
+int dl_sgemm_panel_width(void);
+
 /* The plain triple loop defining the result; tests compare against it. */
 void dl_sgemm_ref(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const float *A,
                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);

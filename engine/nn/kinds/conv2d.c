@@ -28,6 +28,7 @@
 #include "numerics/half.h"
 #include "core/mem.h"
 #include "numerics/philox.h"
+#include "numerics/transpose16.h"
 #include "core/threads.h"
 
 #include <math.h>
@@ -49,6 +50,8 @@ dl_status dl_conv2d_init(dl_layer *l, uint64_t seed) {
  * pixels (longer rows copy faster as one memcpy run, conv1 of a 28x28
  * image) and kernel offsets (7x7), 16 pixels a mask. */
 enum { MASKED_MAX_PIXELS = 256, MASKED_MAX_SHIFTS = 49, MASK_BLOCKS = MASKED_MAX_PIXELS / 16 };
+/* col2im's blocks of 16 pixels gathered together (MASK_BLOCKS a multiple). */
+enum { GATHER_BLOCKS = 4 };
 
 typedef struct conv_geom {
   int64_t n, c, h, w, o, oh, ow;
@@ -57,11 +60,17 @@ typedef struct conv_geom {
   int64_t pixels; /* Ho*Wo: columns of col */
   bool masked;    /* same-size patch rows with AVX-512 masks */
   /* masked: bit t of valid[s][b] is whether pixel 16b + t is inside the
-   * plane for kernel offset s = ki*k + kj, the same for every channel */
+   * plane for kernel offset s = ki*k + kj, the same for every channel;
+   * bit t of landing[s][b] whether input pixel 16b + t is one (pixel
+   * 16b + t - shift of offset s), so that col2im can gather */
   uint16_t valid[MASKED_MAX_SHIFTS][MASK_BLOCKS];
+  uint16_t landing[MASKED_MAX_SHIFTS][MASK_BLOCKS];
+  int64_t shift[MASKED_MAX_SHIFTS]; /* dh*W + dw of offset s */
+  int64_t nr;                       /* masked: dl_sgemm_packed_b's panel width, a multiple of 16 */
 } conv_geom;
 
 static bool same_size(const conv_geom *g);
+static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 static bool masked_rows_available(const conv_geom *g);
 static void valid_lane_masks(conv_geom *g);
 
@@ -86,6 +95,7 @@ static dl_status conv_geometry(const dl_layer *l, const dl_tensor *x, conv_geom 
   g->ow = (g->w + 2 * g->pad - g->k) / g->stride + 1;
   g->rows = g->c * g->k * g->k;
   g->pixels = g->oh * g->ow;
+  g->nr = dl_sgemm_panel_width();
   g->masked = same_size(g) && masked_rows_available(g);
   if (g->masked) valid_lane_masks(g);
   return DL_OK;
@@ -170,14 +180,18 @@ static inline void add_run(float *restrict dst, const float *restrict src, int64
  * also run the scalar runs. */
 
 static void valid_lane_masks(conv_geom *g) {
+  memset(g->landing, 0, sizeof g->landing);
   for (int64_t s = 0; s < g->k * g->k; s++) {
     const patch_row p = patch_row_of(g, s); /* channel 0 at offset s */
+    g->shift[s] = p.dh * g->w + p.dw;
     for (int64_t b = 0; b < MASK_BLOCKS; b++) {
       uint16_t m = 0;
       for (int64_t t = 0; t < 16; t++) {
         const int64_t i = 16 * b + t, oh = i / g->w, ow = i % g->w;
-        if (i < g->pixels && oh >= p.top && oh < p.bottom && ow >= p.lo && ow < p.hi)
-          m |= (uint16_t)(1u << t);
+        if (i >= g->pixels || oh < p.top || oh >= p.bottom || ow < p.lo || ow >= p.hi) continue;
+        m |= (uint16_t)(1u << t);
+        const int64_t q = i + g->shift[s]; /* inside the plane, as i is valid */
+        g->landing[s][q / 16] |= (uint16_t)(1u << (q % 16));
       }
       g->valid[s][b] = m;
     }
@@ -201,8 +215,8 @@ static inline uintptr_t shifted(const float *plane, int64_t i, const patch_row *
 #define DL_AVX512 __attribute__((target("avx512f")))
 
 static bool masked_rows_available(const conv_geom *g) {
-  return g->pixels <= MASKED_MAX_PIXELS && g->k * g->k <= MASKED_MAX_SHIFTS &&
-         strcmp(dl_gemm_isa_name(), "avx512") == 0;
+  return round_up(g->pixels, g->nr) <= MASKED_MAX_PIXELS && g->k * g->k <= MASKED_MAX_SHIFTS &&
+         g->nr % 16 == 0 && strcmp(dl_gemm_isa_name(), "avx512") == 0;
 }
 
 static inline __mmask16 lanes_inside(int64_t left) {
@@ -217,13 +231,92 @@ DL_AVX512 static void im2col_row_masked(const conv_geom *g, const patch_row *p,
   }
 }
 
-DL_AVX512 static void col2im_row_masked(const conv_geom *g, const patch_row *p,
-                                        const uint16_t *valid, const float *row, float *plane) {
-  for (int64_t i = 0, b = 0; i < g->pixels; i += 16, b++) {
-    void *at = (void *)shifted(plane, i, p, g);
-    const __m512 sum = _mm512_add_ps(_mm512_maskz_loadu_ps(valid[b], at),
-                                     _mm512_maskz_loadu_ps(valid[b], row + i));
-    _mm512_mask_storeu_ps(at, valid[b], sum);
+/* plane := the sum over kernel offsets s, in order, of patch row s of
+ * dcol (the channel's k*k rows) shifted back into the plane: each input
+ * pixel gathers, 16 in a register from +0, what lands on it, and is
+ * stored once, so the plane needs no zeroing and no pass per row. The
+ * same sums as adding the rows in order into a zeroed plane. */
+DL_AVX512 static void col2im_plane_masked(const conv_geom *g, const float *dcol, float *plane) {
+  const int64_t shifts = g->k * g->k;
+  uintptr_t from[MASKED_MAX_SHIFTS]; /* row s minus its shift: where input pixel 0 reads */
+  for (int64_t s = 0; s < shifts; s++)
+    from[s] = (uintptr_t)(dcol + s * g->pixels) - (uintptr_t)g->shift[s] * sizeof(float);
+  /* Four blocks at a time, four chains of adds in flight; the table's
+   * blocks past the plane land nothing. */
+  for (int64_t b0 = 0; 16 * b0 < g->pixels; b0 += GATHER_BLOCKS) {
+    __m512 sum[GATHER_BLOCKS];
+#pragma GCC unroll 4
+    for (int j = 0; j < GATHER_BLOCKS; j++) sum[j] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < shifts; s++) {
+#pragma GCC unroll 4
+      for (int j = 0; j < GATHER_BLOCKS; j++) {
+        const __mmask16 lands = g->landing[s][b0 + j];
+        const void *at = (const void *)(from[s] + (uintptr_t)(16 * (b0 + j)) * sizeof(float));
+        sum[j] = _mm512_mask_add_ps(sum[j], lands, sum[j], _mm512_maskz_loadu_ps(lands, at));
+      }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < GATHER_BLOCKS; j++) {
+      const int64_t i = 16 * (b0 + j);
+      if (i < g->pixels) _mm512_mask_storeu_ps(plane + i, lanes_inside(g->pixels - i), sum[j]);
+    }
+  }
+}
+
+/* Where patch row r reads its plane: channel r / (k*k) of x, shifted. */
+static inline uintptr_t patch_source(const conv_geom *g, const float *x, int64_t r) {
+  const int64_t shifts = g->k * g->k;
+  return (uintptr_t)(x + r / shifts * g->h * g->w) +
+         (uintptr_t)g->shift[r % shifts] * sizeof(float);
+}
+
+/* col_n [rows, P] in dl_sgemm_packed_b's panels, patches straight from x:
+ * row r's pixels 16b.. go to panel 16b / nr, row r. Invalid lanes, and
+ * the blocks past the pixels up to the last panel's end, are zeros. */
+DL_AVX512 static void pack_patch_rows(const conv_geom *g, const float *x, float *out) {
+  const int64_t blocks = round_up(g->pixels, g->nr) / 16, shifts = g->k * g->k;
+  int64_t at[MASK_BLOCKS]; /* where block b of row 0 goes */
+  for (int64_t b = 0; b < blocks; b++) at[b] = 16 * b / g->nr * g->nr * g->rows + 16 * b % g->nr;
+  for (int64_t r = 0; r < g->rows; r++, out += g->nr) {
+    const uintptr_t from = patch_source(g, x, r);
+    const uint16_t *valid = g->valid[r % shifts];
+    for (int64_t b = 0; b < blocks; b++) {
+      const void *in = (const void *)(from + (uintptr_t)(16 * b) * sizeof(float));
+      _mm512_storeu_ps(out + at[b], _mm512_maskz_loadu_ps(valid[b], in));
+    }
+  }
+}
+
+/* col_n^T [P, r1 - r0] of patch rows [r0, r1) in the panels: blocks of 16
+ * rows by 16 pixels loaded as im2col would and transposed in registers.
+ * Row `rows`, when asked for, is ones (db, as in sample_rows); columns
+ * past r1 - r0, up to the last panel's end, are zeros. */
+DL_AVX512 static void pack_patch_columns(const conv_geom *g, const float *x, int64_t r0, int64_t r1,
+                                         float *out) {
+  const int64_t shifts = g->k * g->k;
+  for (int64_t j0 = 0; j0 < round_up(r1 - r0, g->nr); j0 += 16) {
+    uintptr_t from[16];
+    const uint16_t *valid[16];
+    int rows = 0;
+    for (; rows < 16 && r0 + j0 + rows < r1 && r0 + j0 + rows < g->rows; rows++) {
+      from[rows] = patch_source(g, x, r0 + j0 + rows);
+      valid[rows] = g->valid[(r0 + j0 + rows) % shifts];
+    }
+    const bool ones = rows < 16 && r0 + j0 + rows < r1; /* row `rows` of col */
+    float *dst = out + j0 / g->nr * g->nr * g->pixels + j0 % g->nr;
+    for (int64_t i = 0, b = 0; i < g->pixels; i += 16, b++) {
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int t = 0; t < 16; t++)
+        v[t] = t < rows
+                   ? _mm512_maskz_loadu_ps(valid[t][b],
+                                           (const void *)(from[t] + (uintptr_t)i * sizeof(float)))
+               : t == rows && ones ? _mm512_set1_ps(1.0f)
+                                   : _mm512_setzero_ps();
+      dl_transpose16(v);
+      const int64_t pixels = g->pixels - i < 16 ? g->pixels - i : 16;
+      for (int64_t t = 0; t < pixels; t++) _mm512_storeu_ps(dst + (i + t) * g->nr, v[t]);
+    }
   }
 }
 #else
@@ -231,13 +324,19 @@ static bool masked_rows_available(const conv_geom *g) {
   (void)g;
   return false;
 }
+static void pack_patch_rows(const conv_geom *g, const float *x, float *out) {
+  (void)g, (void)x, (void)out;
+}
+static void pack_patch_columns(const conv_geom *g, const float *x, int64_t r0, int64_t r1,
+                               float *out) {
+  (void)g, (void)x, (void)r0, (void)r1, (void)out;
+}
 static void im2col_row_masked(const conv_geom *g, const patch_row *p, const uint16_t *valid,
                               const float *plane, float *dst) {
   (void)g, (void)p, (void)valid, (void)plane, (void)dst;
 }
-static void col2im_row_masked(const conv_geom *g, const patch_row *p, const uint16_t *valid,
-                              const float *row, float *plane) {
-  (void)g, (void)p, (void)valid, (void)row, (void)plane;
+static void col2im_plane_masked(const conv_geom *g, const float *dcol, float *plane) {
+  (void)g, (void)dcol, (void)plane;
 }
 #endif
 
@@ -280,10 +379,6 @@ static void im2col_row(const conv_geom *g, const float *restrict x, int64_t r,
 static void col2im_row(const conv_geom *g, float *restrict row, int64_t r, float *restrict dx) {
   const patch_row p = patch_row_of(g, r);
   float *plane = dx + p.c * g->h * g->w;
-  if (g->masked) {
-    col2im_row_masked(g, &p, valid_lanes_of(g, r), row, plane);
-    return;
-  }
   if (same_size(g)) {
     int64_t first, last;
     same_size_run(g, &p, &first, &last);
@@ -301,14 +396,26 @@ static void col2im_row(const conv_geom *g, float *restrict row, int64_t r, float
   }
 }
 
+/* dx_n := col2im(dcol), a plane per channel. */
+static void col2im(const conv_geom *g, float *dcol, float *dx) {
+  const int64_t plane = g->h * g->w, shifts = g->k * g->k;
+  if (g->masked) {
+    for (int64_t c = 0; c < g->c; c++)
+      col2im_plane_masked(g, dcol + c * shifts * g->pixels, dx + c * plane);
+    return;
+  }
+  memset(dx, 0, (size_t)(g->c * plane) * sizeof *dx);
+  for (int64_t r = 0; r < g->rows; r++) col2im_row(g, dcol + r * g->pixels, r, dx);
+}
+
 /* ---- the jobs ---- */
 
 typedef struct conv_job {
   const conv_geom *g;
   int half;       /* autocast code for dl_round_inplace, 0 = off */
   const float *x; /* input */
-  float *bufs;    /* nslots col buffers of rows + 1 by pixels */
-  int64_t nslots;
+  float *bufs;    /* nslots buffers of slot_floats: col, or the GEMM's panels */
+  int64_t nslots, slot_floats;
   int64_t dw_rows; /* rows of dW^T: rows, and one of ones for db (weight_grad) */
   const float *w;  /* possibly half-rounded weight */
   const float *wt; /* dx: w transposed, [rows, O] */
@@ -316,7 +423,8 @@ typedef struct conv_job {
   float *y;        /* forward output */
   const float *dy; /* backward: possibly half-rounded output gradient */
   float *dx;
-  float *gwt;                /* dW^T [rows, O] */
+  float *gwt;                /* dW^T [rows, O] (weight_grad) */
+  float *gw;                 /* dW [O, rows] (weight_grad_packed) */
   int64_t nparts;            /* dW: parts of the patch rows */
   const dl_backend *offload; /* runs the convolutions (backend.h), or NULL */
   dl_conv2d_shape shape;     /* the geometry as the backend takes it */
@@ -328,10 +436,24 @@ static bool col_is_input(const conv_job *j) {
   return g->k == 1 && g->stride == 1 && g->pad == 0 && !j->half;
 }
 
-/* Slot (or dW part) i's col buffer: room for the row of ones. */
-static float *slot_buffer(const conv_job *j, int64_t i) {
-  return j->bufs + i * (j->g->rows + 1) * j->g->pixels;
+/* The masked geometries write their patches straight into the GEMM's
+ * panels (pack_patch_rows, pack_patch_columns) instead of into col for the
+ * GEMM to copy: forward y_n = W @ col_n, and dW as dy_n @ col_n^T, whose
+ * A, dy_n, is read in place. */
+static bool packs_patches(const conv_job *j) { return j->g->masked && !col_is_input(j); }
+
+/* Floats of one slot's buffer: col and its row of ones, or the panels of
+ * col or of col^T (rows and pixels rounded up to whole panels). */
+static int64_t slot_floats(const conv_job *j) {
+  const conv_geom *g = j->g;
+  if (!packs_patches(j)) return (g->rows + 1) * g->pixels;
+  const int64_t col = g->rows * round_up(g->pixels, g->nr);
+  const int64_t col_t = g->pixels * round_up(g->rows, g->nr);
+  return col > col_t ? col : col_t;
 }
+
+/* Slot (or dW part) i's buffer. */
+static float *slot_buffer(const conv_job *j, int64_t i) { return j->bufs + i * j->slot_floats; }
 
 /* Patch rows [r0, r1) of col_n in buf (or x_n itself), rounded to half
  * under autocast; row `rows`, when asked for, is ones. */
@@ -359,13 +481,21 @@ DL_AVX512_CLONES static void conv_forward_slots(void *ctx, int64_t first, int64_
     int64_t begin, end;
     slot_range(j, slot, &begin, &end);
     for (int64_t n = begin; n < end; n++) {
-      const float *col = sample_rows(j, n, 0, g->rows, buf);
       float *y = j->y + n * g->o * g->pixels;
       /* The accumulator starts at the bias, as in Linear. */
       for (int64_t o = 0; j->b && o < g->o; o++)
         for (int64_t p = 0; p < g->pixels; p++) y[o * g->pixels + p] = j->b[o];
-      dl_sgemm(false, false, g->o, g->pixels, g->rows, j->w, g->rows, col, g->pixels,
-               j->b ? 1.0f : 0.0f, y, g->pixels);
+      const float beta = j->b ? 1.0f : 0.0f;
+      if (packs_patches(j)) {
+        pack_patch_rows(g, j->x + n * g->c * g->h * g->w, buf);
+        dl_round_inplace(buf, g->rows * round_up(g->pixels, g->nr), j->half);
+        dl_sgemm_packed_b(g->o, g->pixels, g->rows, j->w, g->rows, buf, (int)g->nr, beta, y,
+                          g->pixels);
+      } else {
+        const float *col = sample_rows(j, n, 0, g->rows, buf);
+        dl_sgemm(false, false, g->o, g->pixels, g->rows, j->w, g->rows, col, g->pixels, beta, y,
+                 g->pixels);
+      }
       dl_round_inplace(y, g->o * g->pixels, j->half);
     }
   }
@@ -388,21 +518,24 @@ DL_AVX512_CLONES static void conv_dx_slots(void *ctx, int64_t first, int64_t las
       }
       dl_sgemm(false, false, g->rows, g->pixels, g->o, j->wt, g->o, dy, g->pixels, 0.0f, dcol,
                g->pixels);
-      memset(dx, 0, (size_t)(g->c * g->h * g->w) * sizeof *dx);
-      for (int64_t r = 0; r < g->rows; r++) col2im_row(g, dcol + r * g->pixels, r, dx);
+      col2im(g, dcol, dx);
       dl_round_inplace(dx, g->c * g->h * g->w, j->half);
     }
   }
 }
 
-/* Part `part` of the patch rows, in whole GEMM panels of eight rows. */
+/* dW's parts of the patch rows: whole GEMM panels, of eight rows of dW^T
+ * (weight_grad) or of nr columns of dW (weight_grad_packed). */
 enum { PART_ROWS = 8 };
 
-static void part_rows(const conv_job *j, int64_t part, int64_t *r0, int64_t *r1) {
-  const int64_t units = (j->dw_rows + PART_ROWS - 1) / PART_ROWS;
-  *r0 = part * units / j->nparts * PART_ROWS;
-  *r1 = (part + 1) * units / j->nparts * PART_ROWS;
-  if (*r1 > j->dw_rows) *r1 = j->dw_rows;
+static int64_t part_unit(const conv_job *j) { return packs_patches(j) ? j->g->nr : PART_ROWS; }
+
+/* Part `part` of `total` patch rows. */
+static void part_rows(const conv_job *j, int64_t part, int64_t total, int64_t *r0, int64_t *r1) {
+  const int64_t unit = part_unit(j), units = (total + unit - 1) / unit;
+  *r0 = part * units / j->nparts * unit;
+  *r1 = (part + 1) * units / j->nparts * unit;
+  if (*r1 > total) *r1 = total;
 }
 
 /* dW^T[r0:r1] = col_n[r0:r1] @ dy_n^T for n in order (the first GEMM
@@ -413,11 +546,30 @@ DL_AVX512_CLONES static void conv_dw_parts(void *ctx, int64_t first, int64_t las
   for (int64_t part = first; part < last; part++) {
     float *buf = slot_buffer(j, part);
     int64_t r0, r1;
-    part_rows(j, part, &r0, &r1);
+    part_rows(j, part, j->dw_rows, &r0, &r1);
     for (int64_t n = 0; n < g->n && r0 < r1; n++) {
       const float *col = sample_rows(j, n, r0, r1, buf);
       dl_sgemm(false, true, r1 - r0, g->o, g->pixels, col, g->pixels, j->dy + n * g->o * g->pixels,
                g->pixels, n > 0 ? 1.0f : 0.0f, j->gwt + r0 * g->o, g->o);
+    }
+  }
+}
+
+/* dW[:, r0:r1] = dy_n @ col_n^T[:, r0:r1] for n in order (the first GEMM
+ * overwrites, the others add): the same products in the same order as
+ * dW^T's, each column's col^T written straight into the panels. */
+DL_AVX512_CLONES static void conv_dw_packed_parts(void *ctx, int64_t first, int64_t last) {
+  const conv_job *j = ctx;
+  const conv_geom *g = j->g;
+  for (int64_t part = first; part < last; part++) {
+    float *buf = slot_buffer(j, part);
+    int64_t r0, r1;
+    part_rows(j, part, j->dw_rows, &r0, &r1);
+    for (int64_t n = 0; n < g->n && r0 < r1; n++) {
+      pack_patch_columns(g, j->x + n * g->c * g->h * g->w, r0, r1, buf);
+      dl_round_inplace(buf, g->pixels * round_up(r1 - r0, g->nr), j->half);
+      dl_sgemm_packed_b(g->o, r1 - r0, g->pixels, j->dy + n * g->o * g->pixels, g->pixels, buf,
+                        (int)g->nr, n > 0 ? 1.0f : 0.0f, j->gw + r0, j->dw_rows);
     }
   }
 }
@@ -476,11 +628,12 @@ static dl_status job_prepare(dl_layer *l, const dl_ctx *ctx, const conv_geom *g,
   j->nslots = threads == 1 ? 1 : 4 * (int64_t)threads;
   if (j->nslots > g->n) j->nslots = g->n;
   if (j->nslots < 1) j->nslots = 1;
-  const int64_t units = (g->rows + PART_ROWS - 1) / PART_ROWS;
+  const int64_t units = (g->rows + part_unit(j) - 1) / part_unit(j);
   j->nparts = threads < units ? threads : units;
   if (j->nparts > j->nslots) j->nparts = j->nslots;
-  const int64_t shape[3] = {j->nslots, g->rows + 1, g->pixels};
-  DL_TRY(dl_tensor_alloc_uninit(&s->bufs, DL_F32, 3, shape, "conv2d im2col"));
+  j->slot_floats = slot_floats(j);
+  const int64_t shape[2] = {j->nslots, j->slot_floats};
+  DL_TRY(dl_tensor_alloc_uninit(&s->bufs, DL_F32, 2, shape, "conv2d im2col"));
   j->bufs = dl_f32(&s->bufs);
   return DL_OK;
 }
@@ -536,6 +689,25 @@ static dl_status weight_grad(conv_job *j, float *gw, float *gb) {
   return DL_OK;
 }
 
+/* gw [O, rows] := dW and gb (unless NULL) := the products of col^T's
+ * column of ones, as weight_grad, from the GEMMs of dy_n @ col_n^T
+ * (packs_patches). */
+static dl_status weight_grad_packed(conv_job *j, float *gw, float *gb) {
+  const conv_geom *g = j->g;
+  dl_tensor sum = {0};
+  j->dw_rows = g->rows + (gb ? 1 : 0);
+  DL_TRY(dl_tensor_f32(&sum, 2, g->o, j->dw_rows, 0, 0, "conv2d weight gradient"));
+  j->gw = dl_f32(&sum);
+  dl_parallel_for(j->nparts, 1, conv_dw_packed_parts, j);
+  for (int64_t o = 0; o < g->o; o++) {
+    memcpy(gw + o * g->rows, j->gw + o * j->dw_rows, (size_t)g->rows * sizeof *gw);
+    if (gb) gb[o] = j->gw[o * j->dw_rows + g->rows];
+  }
+  dl_tensor_free(&sum);
+  j->gw = NULL;
+  return DL_OK;
+}
+
 enum { BIAS_LANES = 8 };
 
 typedef struct bias_job {
@@ -585,6 +757,8 @@ static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
   const bool with_bias = gw && gb && !j->offload && !col_is_input(j);
   if (st == DL_OK && gw && j->offload)
     st = j->offload->conv2d_backward_filter(j->offload->impl, &j->shape, j->x, j->dy, gw);
+  else if (st == DL_OK && gw && packs_patches(j))
+    st = weight_grad_packed(j, gw, with_bias ? gb : NULL);
   else if (st == DL_OK && gw) st = weight_grad(j, gw, with_bias ? gb : NULL);
   if (st == DL_OK && gb && !with_bias) bias_grad(j, gb);
   if (st == DL_OK && gw) dl_param_grad_commit(w, gw, &sw, j->half);
