@@ -11,6 +11,11 @@
  * whole batch's columns would make it (the products are the same fmaf
  * either side of the transpose). dW^T rather than dW: R (144 = 16*9, 9*8)
  * and O fill the GEMM's 8-row panels and 32-wide columns better.
+ * Same-size convolutions under AVX-512 (packs_patches) skip col: their
+ * patches go straight into the GEMM's packed panels (dl_sgemm_packed_b),
+ * as col_n for the forward and as col_n^T for dW = dy_n @ col_n^T (dy_n
+ * read in place, db from a column of ones), and col2im gathers each input
+ * pixel's sum in registers; the same products in the same order.
  *
  * Threads: forward and dx cut the batch into a few slices of samples per
  * thread, each with its own col buffer (it stays in cache); dW cuts the
@@ -746,7 +751,8 @@ static void bias_grad(const conv_job *j, float *gb) {
 }
 
 /* dW and db, committed together or (on a failure) neither. db comes out of
- * dW's GEMM when both are wanted there (weight_grad); on its own, or with
+ * dW's GEMM when both are wanted there (weight_grad, weight_grad_packed);
+ * on its own, or with
  * dW on the backend, from bias_grad. */
 static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
   dl_param *w = &l->params[0], *b = l->nparams > 1 ? &l->params[1] : NULL;
