@@ -191,11 +191,15 @@ static void direct_backward(const conv_case *c, const float *x, const float *w, 
  * bitwise. */
 static void backward_equals_direct_sums_bitwise(void **state) {
   (void)state;
-  enum { NCASES = sizeof cases / sizeof cases[0], NMORE = 4 };
+  /* The last: 288 patch rows (whole 32-wide panels, so db's column of
+   * ones starts a panel of its own) on a 16x16 plane, where col^T with that
+   * column is larger than col. */
+  enum { NCASES = sizeof cases / sizeof cases[0], NMORE = 5 };
   const conv_case more[NMORE] = {{2, 3, 4, 7, 5, 5, 1, 2, true},
                                  {3, 3, 3, 4, 9, 1, 1, 0, false},
                                  {2, 5, 6, 6, 4, 3, 1, 1, true},
-                                 {1, 2, 17, 17, 3, 3, 1, 1, true}};
+                                 {1, 2, 17, 17, 3, 3, 1, 1, true},
+                                 {1, 32, 16, 16, 3, 3, 1, 1, true}};
   const dl_gemm_isa_id isas[2] = {DL_GEMM_AUTO, DL_GEMM_PORTABLE};
   for (int isa = 0; isa < 2; isa++)
     for (size_t i = 0; i < NCASES + NMORE; i++)

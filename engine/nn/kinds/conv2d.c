@@ -421,7 +421,7 @@ typedef struct conv_job {
   const float *x; /* input */
   float *bufs;    /* nslots buffers of slot_floats: col, or the GEMM's panels */
   int64_t nslots, slot_floats;
-  int64_t dw_rows; /* rows of dW^T: rows, and one of ones for db (weight_grad) */
+  int64_t dw_rows; /* rows of dW^T (columns of dW): rows, and one of ones for db */
   const float *w;  /* possibly half-rounded weight */
   const float *wt; /* dx: w transposed, [rows, O] */
   const float *b;  /* possibly half-rounded bias, or NULL */
@@ -448,12 +448,13 @@ static bool col_is_input(const conv_job *j) {
 static bool packs_patches(const conv_job *j) { return j->g->masked && !col_is_input(j); }
 
 /* Floats of one slot's buffer: col and its row of ones, or the panels of
- * col or of col^T (rows and pixels rounded up to whole panels). */
+ * col or of col^T and its column of ones (pixels and columns rounded up to
+ * whole panels). */
 static int64_t slot_floats(const conv_job *j) {
   const conv_geom *g = j->g;
   if (!packs_patches(j)) return (g->rows + 1) * g->pixels;
   const int64_t col = g->rows * round_up(g->pixels, g->nr);
-  const int64_t col_t = g->pixels * round_up(g->rows, g->nr);
+  const int64_t col_t = g->pixels * round_up(g->rows + 1, g->nr);
   return col > col_t ? col : col_t;
 }
 
@@ -543,8 +544,11 @@ static void part_rows(const conv_job *j, int64_t part, int64_t total, int64_t *r
   if (*r1 > total) *r1 = total;
 }
 
-/* dW^T[r0:r1] = col_n[r0:r1] @ dy_n^T for n in order (the first GEMM
- * overwrites, the others add). */
+/* Patch rows [r0, r1) of dW for n in order (the first GEMM overwrites,
+ * the others add): dW^T[r0:r1] = col_n[r0:r1] @ dy_n^T (weight_grad), or
+ * dW[:, r0:r1] = dy_n @ col_n^T[:, r0:r1] with col_n^T written straight
+ * into the panels (weight_grad_packed); the same products in the same
+ * order. */
 DL_AVX512_CLONES static void conv_dw_parts(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
@@ -553,28 +557,18 @@ DL_AVX512_CLONES static void conv_dw_parts(void *ctx, int64_t first, int64_t las
     int64_t r0, r1;
     part_rows(j, part, j->dw_rows, &r0, &r1);
     for (int64_t n = 0; n < g->n && r0 < r1; n++) {
+      const float *dy = j->dy + n * g->o * g->pixels;
+      const float beta = n > 0 ? 1.0f : 0.0f;
+      if (packs_patches(j)) {
+        pack_patch_columns(g, j->x + n * g->c * g->h * g->w, r0, r1, buf);
+        dl_round_inplace(buf, g->pixels * round_up(r1 - r0, g->nr), j->half);
+        dl_sgemm_packed_b(g->o, r1 - r0, g->pixels, dy, g->pixels, buf, (int)g->nr, beta,
+                          j->gw + r0, j->dw_rows);
+        continue;
+      }
       const float *col = sample_rows(j, n, r0, r1, buf);
-      dl_sgemm(false, true, r1 - r0, g->o, g->pixels, col, g->pixels, j->dy + n * g->o * g->pixels,
-               g->pixels, n > 0 ? 1.0f : 0.0f, j->gwt + r0 * g->o, g->o);
-    }
-  }
-}
-
-/* dW[:, r0:r1] = dy_n @ col_n^T[:, r0:r1] for n in order (the first GEMM
- * overwrites, the others add): the same products in the same order as
- * dW^T's, each column's col^T written straight into the panels. */
-DL_AVX512_CLONES static void conv_dw_packed_parts(void *ctx, int64_t first, int64_t last) {
-  const conv_job *j = ctx;
-  const conv_geom *g = j->g;
-  for (int64_t part = first; part < last; part++) {
-    float *buf = slot_buffer(j, part);
-    int64_t r0, r1;
-    part_rows(j, part, j->dw_rows, &r0, &r1);
-    for (int64_t n = 0; n < g->n && r0 < r1; n++) {
-      pack_patch_columns(g, j->x + n * g->c * g->h * g->w, r0, r1, buf);
-      dl_round_inplace(buf, g->pixels * round_up(r1 - r0, g->nr), j->half);
-      dl_sgemm_packed_b(g->o, r1 - r0, g->pixels, j->dy + n * g->o * g->pixels, g->pixels, buf,
-                        (int)g->nr, n > 0 ? 1.0f : 0.0f, j->gw + r0, j->dw_rows);
+      dl_sgemm(false, true, r1 - r0, g->o, g->pixels, col, g->pixels, dy, g->pixels, beta,
+               j->gwt + r0 * g->o, g->o);
     }
   }
 }
@@ -703,7 +697,7 @@ static dl_status weight_grad_packed(conv_job *j, float *gw, float *gb) {
   j->dw_rows = g->rows + (gb ? 1 : 0);
   DL_TRY(dl_tensor_f32(&sum, 2, g->o, j->dw_rows, 0, 0, "conv2d weight gradient"));
   j->gw = dl_f32(&sum);
-  dl_parallel_for(j->nparts, 1, conv_dw_packed_parts, j);
+  dl_parallel_for(j->nparts, 1, conv_dw_parts, j);
   for (int64_t o = 0; o < g->o; o++) {
     memcpy(gw + o * g->rows, j->gw + o * j->dw_rows, (size_t)g->rows * sizeof *gw);
     if (gb) gb[o] = j->gw[o * j->dw_rows + g->rows];
