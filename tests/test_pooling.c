@@ -146,19 +146,33 @@ static void reference_maxpool(const dl_tensor *x, int k, int stride, float *y, i
       }
 }
 
-/* The 2x2 windows (four at a time for stride 2, with a ragged end done by
- * overlap, one at a time otherwise) against the reference, bitwise, on
- * data full of ties, signed zeros and -inf; a NaN sends its plane down the
- * exact path. Widths give 1, 2, 4, 7 and 12 outputs per row. */
+/* The backward's answer written plainly: zeros, then each output's
+ * gradient added at its argmax, in output order. */
+static void reference_unpool(const dl_tensor *dy, const int32_t *at, int64_t in_plane, float *dx) {
+  const int64_t planes = dy->shape[0] * dy->shape[1], out_plane = dy->shape[2] * dy->shape[3];
+  memset(dx, 0, (size_t)(planes * in_plane) * sizeof *dx);
+  for (int64_t p = 0; p < planes; p++)
+    for (int64_t o = 0; o < out_plane; o++)
+      dx[p * in_plane + at[p * out_plane + o]] += dl_f32(dy)[p * out_plane + o];
+}
+
+/* The 2x2 windows (sixteen or four at a time for stride 2, with a ragged
+ * end under masks or by overlap, one at a time otherwise) against the
+ * reference, bitwise, on data full of ties, signed zeros and -inf; a NaN
+ * sends its plane down the exact path. Widths give 1, 2, 4, 7, 12, 20 and
+ * 33 outputs per row; odd heights and widths leave inputs in no window.
+ * The backward (gathered for stride 2) against the scatter, bitwise, with
+ * gradients that include -0. */
 static void maxpool_2x2_matches_reference_on_ties(void **state) {
   (void)state;
   const float values[] = {0.0f, -0.0f, 1.0f, 1.0f, -2.0f, -INFINITY, 3.5f, 1.0f};
-  const int64_t widths[] = {3, 5, 9, 15, 24};
+  const float grads[] = {-0.0f, 0.0f, 0.5f, -1.25f};
+  const int64_t widths[] = {3, 5, 9, 15, 24, 41, 66};
   for (int stride = 1; stride <= 2; stride++)
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
       for (int with_nan = 0; with_nan < 2; with_nan++) {
-        dl_tensor x = {0}, y = {0};
-        assert_int_equal(dl_tensor_f32(&x, 4, 2, 3, 6, widths[wi], "x"), DL_OK);
+        dl_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
+        assert_int_equal(dl_tensor_f32(&x, 4, 2, 3, 6 + with_nan, widths[wi], "x"), DL_OK);
         dl_stream s = dl_stream_make(7 + wi, "test/pool", NULL, 0);
         for (int64_t i = 0; i < x.numel; i++)
           dl_f32(&x)[i] = values[dl_stream_below(&s, (uint64_t)i, 8)];
@@ -168,15 +182,23 @@ static void maxpool_2x2_matches_reference_on_ties(void **state) {
         assert_int_equal(dl_layer_init(&l, &d, "", 0, 1), DL_OK);
         dl_ctx ctx = gc_ctx();
         assert_int_equal(l.ops->forward(&l, &ctx, &x, &y), DL_OK);
-        float *want = test_malloc((size_t)y.numel * sizeof *want);
+        float *want = test_malloc((size_t)x.numel * sizeof *want);
         int32_t *want_at = test_malloc((size_t)y.numel * sizeof *want_at);
         reference_maxpool(&x, 2, stride, want, want_at);
         assert_memory_equal(want, dl_f32(&y), (size_t)y.numel * sizeof *want);
         assert_memory_equal(want_at, dl_i32(&l.saved[0]), (size_t)y.numel * sizeof *want_at);
+        assert_int_equal(dl_tensor_alloc(&dy, DL_F32, y.ndim, y.shape, "dy"), DL_OK);
+        for (int64_t i = 0; i < dy.numel; i++)
+          dl_f32(&dy)[i] = grads[dl_stream_below(&s, (uint64_t)(x.numel + i), 4)];
+        assert_int_equal(l.ops->backward(&l, &ctx, &x, &y, &dy, &dx), DL_OK);
+        reference_unpool(&dy, want_at, x.shape[2] * x.shape[3], want);
+        assert_memory_equal(want, dl_f32(&dx), (size_t)x.numel * sizeof *want);
         test_free(want);
         test_free(want_at);
         dl_tensor_free(&x);
         dl_tensor_free(&y);
+        dl_tensor_free(&dy);
+        dl_tensor_free(&dx);
         dl_layer_destroy(&l);
       }
 }

@@ -24,6 +24,7 @@ typedef struct pool_job {
   int32_t *argmax; /* NULL when nothing is kept for backward */
   const float *dy;
   float *dx;
+  bool avx512; /* the 2x2 stride-2 windows sixteen at a time */
 } pool_job;
 
 /* One window, clipped to the plane: PyTorch's rule, v > best || isnan(v),
@@ -163,6 +164,82 @@ static int64_t pool_row_2x2_stride2(const float *r0, const float *r1, int32_t at
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define POOL_AVX512 __attribute__((target("avx512f")))
+
+/* Sixteen windows of stride 2 at once, as pool_row_2x2_stride2 does four,
+ * and a short row under masks (a 14-output row is one pass, not four).
+ * The masked-off lanes load zeros, whose sums are never unordered. */
+POOL_AVX512 static void pool_row_2x2_stride2_avx512(const float *r0, const float *r1, int32_t at,
+                                                    int32_t w, float *y, int32_t *argmax, int64_t n,
+                                                    int *nan) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1)), one = _mm512_set1_epi32(1);
+  __mmask16 unordered = 0;
+  for (int64_t o = 0; o < n; o += 16) {
+    const __mmask16 outs = dl_first_lanes16(n - o);
+    const __mmask16 lo = dl_first_lanes16(2 * (n - o)), hi = dl_first_lanes16(2 * (n - o) - 16);
+    const __m512 t0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * o);
+    const __m512 t1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * o + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * o);
+    const __m512 b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * o + 16);
+    const __m512 a = _mm512_permutex2var_ps(t0, even, t1), b = _mm512_permutex2var_ps(t0, odd, t1);
+    const __m512 d = _mm512_permutex2var_ps(b0, even, b1), e = _mm512_permutex2var_ps(b0, odd, b1);
+    const __mmask16 top_right = _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ);
+    const __mmask16 bottom_right = _mm512_cmp_ps_mask(e, d, _CMP_GT_OQ);
+    const __m512 top = _mm512_mask_blend_ps(top_right, a, b);
+    const __m512 bottom = _mm512_mask_blend_ps(bottom_right, d, e);
+    const __mmask16 take_bottom = _mm512_cmp_ps_mask(bottom, top, _CMP_GT_OQ);
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(a, b), _mm512_add_ps(d, e));
+    unordered |= _mm512_cmp_ps_mask(sum, sum, _CMP_UNORD_Q);
+    _mm512_mask_storeu_ps(y + o, outs, _mm512_mask_blend_ps(take_bottom, top, bottom));
+    if (argmax) {
+      const __m512i left = _mm512_add_epi32(_mm512_set1_epi32(at + 2 * (int32_t)o), even);
+      const __m512i top_at = _mm512_mask_add_epi32(left, top_right, left, one);
+      const __m512i below = _mm512_add_epi32(left, _mm512_set1_epi32(w));
+      const __m512i bottom_at = _mm512_mask_add_epi32(below, bottom_right, below, one);
+      _mm512_mask_storeu_epi32(argmax + o, outs,
+                               _mm512_mask_blend_epi32(take_bottom, top_at, bottom_at));
+    }
+  }
+  *nan |= unordered != 0;
+}
+
+/* dx of one plane whose windows tile it (2x2, stride 2, no padding): each
+ * input is in one window at most, so dx is gathered, sixteen inputs at a
+ * time: dy where the input is its window's argmax, else zero (also the
+ * last row and column of an odd plane, in no window). The value is 0 + dy,
+ * what the scatter into zeros computes (-0 comes out +0). */
+POOL_AVX512 static void pool_plane_2x2_backward_avx512(const pool_geom *g, float *dx,
+                                                       const float *dy, const int32_t *at) {
+  const int64_t H = g->h, W = g->w, OH = g->oh, OW = g->ow;
+  const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t h = 0; h < H; h++) {
+    float *row = dx + h * W;
+    const int64_t oh = h / 2;
+    if (oh >= OH) {
+      memset(row, 0, (size_t)W * sizeof *row);
+      continue;
+    }
+    for (int64_t c = 0; c < W; c += 16) {
+      const int64_t o = oh * OW + c / 2;
+      const __mmask16 outs = dl_first_lanes16(OW - c / 2 < 8 ? OW - c / 2 : 8);
+      const __m512 g8 = _mm512_maskz_loadu_ps(outs, dy + o);
+      const __m512i at8 = _mm512_maskz_loadu_epi32(outs, at + o);
+      const __m512i here = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(h * W + c)), lane);
+      const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(dl_first_lanes16(2 * OW - c),
+                                                         _mm512_permutexvar_epi32(pairs, at8),
+                                                         here);
+      _mm512_mask_storeu_ps(row + c, dl_first_lanes16(W - c),
+                            _mm512_maskz_add_ps(hit, zero, _mm512_permutexvar_ps(pairs, g8)));
+    }
+  }
+}
+#endif
+
 static int pool_plane_2x2(const pool_job *j, int64_t p) {
   const int64_t W = j->g.w, OH = j->g.oh, OW = j->g.ow, stride = j->g.stride;
   const float *x = j->x + p * j->g.h * W;
@@ -174,9 +251,14 @@ static int pool_plane_2x2(const pool_job *j, int64_t p) {
     const int32_t row_at = (int32_t)(oh * stride * W);
     float *yrow = y + oh * OW;
     int32_t *arow = argmax ? argmax + oh * OW : NULL;
-    int64_t ow = stride == 2
-                     ? pool_row_2x2_stride2(r0, r1, row_at, (int32_t)W, yrow, arow, OW, &nan)
-                     : 0;
+    int64_t ow = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (stride == 2 && j->avx512) {
+      pool_row_2x2_stride2_avx512(r0, r1, row_at, (int32_t)W, yrow, arow, OW, &nan);
+      continue;
+    }
+#endif
+    if (stride == 2) ow = pool_row_2x2_stride2(r0, r1, row_at, (int32_t)W, yrow, arow, OW, &nan);
     for (; ow < OW; ow++) {
       const int64_t c = ow * stride;
       const int32_t at = pool_2x2(r0 + c, r1 + c, row_at + (int32_t)c, (int32_t)W, &yrow[ow], &nan);
@@ -204,6 +286,12 @@ DL_AVX512_CLONES static void pool_backward_planes(void *ctx, int64_t begin, int6
     float *dx = j->dx + p * in_plane;
     const float *dy = j->dy + p * out_plane;
     const int32_t *at = j->argmax + p * out_plane;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (j->avx512 && j->g.k == 2 && j->g.stride == 2 && j->g.pad == 0) {
+      pool_plane_2x2_backward_avx512(&j->g, dx, dy, at);
+      continue;
+    }
+#endif
     memset(dx, 0, (size_t)in_plane * sizeof *dx);
     for (int64_t o = 0; o < out_plane; o++) dx[at[o]] += dy[o];
   }
@@ -252,6 +340,7 @@ static dl_status maxpool_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor
   }
   j.x = dl_f32(x);
   j.y = dl_f32(y);
+  j.avx512 = dl_cpu_has_avx512f();
   dl_parallel_for(shape[0] * shape[1], pool_grain(&j.g), pool_forward_planes, &j);
   dl_round_inplace(dl_f32(y), y->numel, (int)ctx->autocast);
   return DL_OK;
@@ -269,6 +358,7 @@ static dl_status maxpool_backward(dl_layer *l, const dl_ctx *ctx, const dl_tenso
   j.argmax = dl_i32(&l->saved[0]);
   j.dy = dl_f32(dy);
   j.dx = dl_f32(dx);
+  j.avx512 = dl_cpu_has_avx512f();
   dl_parallel_for(x->shape[0] * x->shape[1], pool_grain(&j.g), pool_backward_planes, &j);
   dl_round_inplace(dl_f32(dx), dx->numel, (int)ctx->autocast);
   return DL_OK;
