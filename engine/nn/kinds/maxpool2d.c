@@ -207,36 +207,33 @@ POOL_AVX512 static void pool_row_2x2_stride2_avx512(const float *r0, const float
 }
 
 /* dx of one plane whose windows tile it (2x2, stride 2, no padding): each
- * input is in one window at most, so dx is gathered, sixteen inputs at a
- * time: dy where the input is its window's argmax, else zero (also the
- * last row and column of an odd plane, in no window). The value is 0 + dy,
- * what the scatter into zeros computes (-0 comes out +0). */
+ * input is in one window at most, so dx is gathered, sixteen inputs of
+ * both rows of a window row at a time: dy where the input is its window's
+ * argmax, else zero (also the last row and column of an odd plane, in no
+ * window). The value is 0 + dy, what the scatter into zeros computes (-0
+ * comes out +0). */
 POOL_AVX512 static void pool_plane_2x2_backward_avx512(const pool_geom *g, float *dx,
                                                        const float *dy, const int32_t *at) {
   const int64_t H = g->h, W = g->w, OH = g->oh, OW = g->ow;
   const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 zero = _mm512_setzero_ps();
-  for (int64_t h = 0; h < H; h++) {
-    float *row = dx + h * W;
-    const int64_t oh = h / 2;
-    if (oh >= OH) {
-      memset(row, 0, (size_t)W * sizeof *row);
-      continue;
-    }
-    for (int64_t c = 0; c < W; c += 16) {
-      const int64_t o = oh * OW + c / 2;
-      const __mmask16 outs = dl_first_lanes16(OW - c / 2 < 8 ? OW - c / 2 : 8);
-      const __m512 g8 = _mm512_maskz_loadu_ps(outs, dy + o);
-      const __m512i at8 = _mm512_maskz_loadu_epi32(outs, at + o);
-      const __m512i here = _mm512_add_epi32(_mm512_set1_epi32((int32_t)(h * W + c)), lane);
-      const __mmask16 hit = _mm512_mask_cmpeq_epi32_mask(dl_first_lanes16(2 * OW - c),
-                                                         _mm512_permutexvar_epi32(pairs, at8),
-                                                         here);
-      _mm512_mask_storeu_ps(row + c, dl_first_lanes16(W - c),
-                            _mm512_maskz_add_ps(hit, zero, _mm512_permutexvar_ps(pairs, g8)));
+  for (int64_t c = 0; c < W; c += 16) {
+    const __mmask16 outs = dl_first_lanes16(OW - c / 2 < 8 ? OW - c / 2 : 8);
+    const __mmask16 covered = dl_first_lanes16(2 * OW - c), cols = dl_first_lanes16(W - c);
+    for (int64_t oh = 0; oh < OH; oh++) {
+      const int64_t o = oh * OW + c / 2, top = 2 * oh * W + c;
+      const __m512 g2 = _mm512_permutexvar_ps(pairs, _mm512_maskz_loadu_ps(outs, dy + o));
+      const __m512i at2 = _mm512_permutexvar_epi32(pairs, _mm512_maskz_loadu_epi32(outs, at + o));
+      const __m512i here = _mm512_add_epi32(_mm512_set1_epi32((int32_t)top), lane);
+      const __m512i below = _mm512_add_epi32(here, _mm512_set1_epi32((int32_t)W));
+      const __mmask16 hit_top = _mm512_mask_cmpeq_epi32_mask(covered, at2, here);
+      const __mmask16 hit_below = _mm512_mask_cmpeq_epi32_mask(covered, at2, below);
+      _mm512_mask_storeu_ps(dx + top, cols, _mm512_maskz_add_ps(hit_top, zero, g2));
+      _mm512_mask_storeu_ps(dx + top + W, cols, _mm512_maskz_add_ps(hit_below, zero, g2));
     }
   }
+  if (2 * OH < H) memset(dx + 2 * OH * W, 0, (size_t)((H - 2 * OH) * W) * sizeof *dx);
 }
 #endif
 
