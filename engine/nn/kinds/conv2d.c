@@ -428,8 +428,8 @@ typedef struct conv_job {
   float *y;        /* forward output */
   const float *dy; /* backward: possibly half-rounded output gradient */
   float *dx;
-  float *gwt;                /* dW^T [rows, O] (weight_grad) */
-  float *gw;                 /* dW [O, rows] (weight_grad_packed) */
+  float *dw;                 /* dW's sum (weight_grad): [O, dw_rows] when
+                                packs_patches, else dW^T [dw_rows, O] */
   int64_t nparts;            /* dW: parts of the patch rows */
   const dl_backend *offload; /* runs the convolutions (backend.h), or NULL */
   dl_conv2d_shape shape;     /* the geometry as the backend takes it */
@@ -531,7 +531,7 @@ DL_AVX512_CLONES static void conv_dx_slots(void *ctx, int64_t first, int64_t las
 }
 
 /* dW's parts of the patch rows: whole GEMM panels, of eight rows of dW^T
- * (weight_grad) or of nr columns of dW (weight_grad_packed). */
+ * or (packs_patches) of nr columns of dW. */
 enum { PART_ROWS = 8 };
 
 static int64_t part_unit(const conv_job *j) { return packs_patches(j) ? j->g->nr : PART_ROWS; }
@@ -545,10 +545,9 @@ static void part_rows(const conv_job *j, int64_t part, int64_t total, int64_t *r
 }
 
 /* Patch rows [r0, r1) of dW for n in order (the first GEMM overwrites,
- * the others add): dW^T[r0:r1] = col_n[r0:r1] @ dy_n^T (weight_grad), or
+ * the others add): dW^T[r0:r1] = col_n[r0:r1] @ dy_n^T, or (packs_patches)
  * dW[:, r0:r1] = dy_n @ col_n^T[:, r0:r1] with col_n^T written straight
- * into the panels (weight_grad_packed); the same products in the same
- * order. */
+ * into the panels; the same products in the same order. */
 DL_AVX512_CLONES static void conv_dw_parts(void *ctx, int64_t first, int64_t last) {
   const conv_job *j = ctx;
   const conv_geom *g = j->g;
@@ -563,12 +562,12 @@ DL_AVX512_CLONES static void conv_dw_parts(void *ctx, int64_t first, int64_t las
         pack_patch_columns(g, j->x + n * g->c * g->h * g->w, r0, r1, buf);
         dl_round_inplace(buf, g->pixels * round_up(r1 - r0, g->nr), j->half);
         dl_sgemm_packed_b(g->o, r1 - r0, g->pixels, dy, g->pixels, buf, (int)g->nr, beta,
-                          j->gw + r0, j->dw_rows);
+                          j->dw + r0, j->dw_rows);
         continue;
       }
       const float *col = sample_rows(j, n, r0, r1, buf);
       dl_sgemm(false, true, r1 - r0, g->o, g->pixels, col, g->pixels, dy, g->pixels, beta,
-               j->gwt + r0 * g->o, g->o);
+               j->dw + r0 * g->o, g->o);
     }
   }
 }
@@ -669,41 +668,27 @@ static dl_status conv_forward(dl_layer *l, const dl_ctx *ctx, const dl_tensor *x
   return st;
 }
 
-/* gw [O, rows] := dW^T transposed, and gb (unless NULL) := its row of
- * ones' products: fmaf(1, dy, acc) is acc + dy, so each db[o] is the sum
- * bias_grad makes, over samples then pixels in order, from +0, without a
- * pass of its own over dy. */
+/* gw [O, rows] := dW, and gb (unless NULL) := the products of the row
+ * (col^T's column) of ones: fmaf(1, dy, acc) is acc + dy, so each db[o] is
+ * the sum bias_grad makes, over samples then pixels in order, from +0,
+ * without a pass of its own over dy. The packed GEMMs sum dW itself, the
+ * others dW^T: (o, r) is at o * o_step + r * r_step, db at r = rows. */
 static dl_status weight_grad(conv_job *j, float *gw, float *gb) {
   const conv_geom *g = j->g;
-  dl_tensor gwt = {0};
-  j->dw_rows = g->rows + (gb ? 1 : 0);
-  DL_TRY(dl_tensor_f32(&gwt, 2, j->dw_rows, g->o, 0, 0, "conv2d weight gradient (transposed)"));
-  j->gwt = dl_f32(&gwt);
-  dl_parallel_for(j->nparts, 1, conv_dw_parts, j);
-  for (int64_t r = 0; r < g->rows; r++)
-    for (int64_t o = 0; o < g->o; o++) gw[o * g->rows + r] = j->gwt[r * g->o + o];
-  if (gb) memcpy(gb, j->gwt + g->rows * g->o, (size_t)g->o * sizeof *gb);
-  dl_tensor_free(&gwt);
-  j->gwt = NULL;
-  return DL_OK;
-}
-
-/* gw [O, rows] := dW and gb (unless NULL) := the products of col^T's
- * column of ones, as weight_grad, from the GEMMs of dy_n @ col_n^T
- * (packs_patches). */
-static dl_status weight_grad_packed(conv_job *j, float *gw, float *gb) {
-  const conv_geom *g = j->g;
+  const bool packed = packs_patches(j);
   dl_tensor sum = {0};
   j->dw_rows = g->rows + (gb ? 1 : 0);
-  DL_TRY(dl_tensor_f32(&sum, 2, g->o, j->dw_rows, 0, 0, "conv2d weight gradient"));
-  j->gw = dl_f32(&sum);
+  DL_TRY(dl_tensor_f32(&sum, 2, packed ? g->o : j->dw_rows, packed ? j->dw_rows : g->o, 0, 0,
+                       "conv2d weight gradient"));
+  j->dw = dl_f32(&sum);
   dl_parallel_for(j->nparts, 1, conv_dw_parts, j);
+  const int64_t o_step = packed ? j->dw_rows : 1, r_step = packed ? 1 : g->o;
   for (int64_t o = 0; o < g->o; o++) {
-    memcpy(gw + o * g->rows, j->gw + o * j->dw_rows, (size_t)g->rows * sizeof *gw);
-    if (gb) gb[o] = j->gw[o * j->dw_rows + g->rows];
+    for (int64_t r = 0; r < g->rows; r++) gw[o * g->rows + r] = j->dw[o * o_step + r * r_step];
+    if (gb) gb[o] = j->dw[o * o_step + g->rows * r_step];
   }
   dl_tensor_free(&sum);
-  j->gw = NULL;
+  j->dw = NULL;
   return DL_OK;
 }
 
@@ -745,8 +730,7 @@ static void bias_grad(const conv_job *j, float *gb) {
 }
 
 /* dW and db, committed together or (on a failure) neither. db comes out of
- * dW's GEMM when both are wanted there (weight_grad, weight_grad_packed);
- * on its own, or with
+ * dW's GEMM when both are wanted there (weight_grad); on its own, or with
  * dW on the backend, from bias_grad. */
 static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
   dl_param *w = &l->params[0], *b = l->nparams > 1 ? &l->params[1] : NULL;
@@ -757,8 +741,6 @@ static dl_status conv_param_grads(dl_layer *l, conv_job *j) {
   const bool with_bias = gw && gb && !j->offload && !col_is_input(j);
   if (st == DL_OK && gw && j->offload)
     st = j->offload->conv2d_backward_filter(j->offload->impl, &j->shape, j->x, j->dy, gw);
-  else if (st == DL_OK && gw && packs_patches(j))
-    st = weight_grad_packed(j, gw, with_bias ? gb : NULL);
   else if (st == DL_OK && gw) st = weight_grad(j, gw, with_bias ? gb : NULL);
   if (st == DL_OK && gb && !with_bias) bias_grad(j, gb);
   if (st == DL_OK && gw) dl_param_grad_commit(w, gw, &sw, j->half);
